@@ -1,0 +1,39 @@
+"""The FastAPI application of the ingress."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+
+from api.completions.router import router as completions_router
+from api.errors_http import install_error_handlers
+from api.health.router import router as health_router
+from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
+from api.models.router import router as models_router
+
+SPEC = Path(__file__).with_name("openapi.json")
+EXPOSED_HEADERS = [
+    "X-Request-Id", "Retry-After", "retry-after-ms", "X-Should-Retry", "X-Acs-Max-Tokens-Clamped",
+    "Location", "Allow", "X-Acs-Longpoll",
+]
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="ACS Base-model API", openapi_url=None, docs_url=None, redoc_url=None)
+    install_error_handlers(app)
+    for router in (completions_router, models_router, health_router):
+        app.include_router(router)
+
+    @app.get("/openapi.json")
+    async def openapi() -> JSONResponse:
+        return JSONResponse(json.loads(SPEC.read_text()))
+
+    # Outermost last: the request id wraps everything, CORS answers errors too.
+    app.add_middleware(GzipJsonMiddleware)
+    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
+                       expose_headers=EXPOSED_HEADERS, allow_credentials=False)
+    app.add_middleware(RequestIdMiddleware)
+    return app

@@ -1,0 +1,66 @@
+"""The Completion request after strict validation, in the engine's terms.
+
+`api.completions.validation.parse_completion_request` builds a
+CompletionRequest from the raw JSON body; `api.completions.planning.plan`
+resolves token counts, caps and `max_tokens` into a PlannedRequest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from deployments.engine import SamplingSpec
+
+Prompt = str | list[int]
+
+
+@dataclass
+class CompletionRequest:
+    prompts: list[Prompt]
+    model: str | None = None
+    max_tokens: int | None = None
+    n: int = 1
+    stop: list[str] = field(default_factory=list)
+    echo: bool = False
+    add_special_tokens: bool = True
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    stream: bool = False
+    include_usage: bool = False
+    continuous_usage_stats: bool = False
+    priority: int = 0
+    user: str | None = None
+    # vllm-lens block: None = not asked; True = every Layer; list = those Layers.
+    output_residual_stream: Literal[True] | list[int] | None = None
+    apply_steering_vectors: list[dict] | None = None
+
+
+@dataclass
+class PlannedRequest:
+    """A request whose prompts are tokenized and whose max_tokens is decided."""
+
+    request: CompletionRequest
+    prompt_token_ids: list[list[int]]
+    max_tokens: int
+    # "client" when the caller set max_tokens, "default" when we chose it.
+    max_tokens_source: Literal["client", "default"]
+    # The default was lowered to the 15,600 non-stream limit.
+    deadline_clamped: bool = False
+
+    def sampling(self, max_tokens: int | None = None) -> SamplingSpec:
+        r = self.request
+        return SamplingSpec(
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
+            n=r.n, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, min_p=r.min_p,
+            presence_penalty=r.presence_penalty, frequency_penalty=r.frequency_penalty,
+            repetition_penalty=r.repetition_penalty, seed=r.seed, stop=list(r.stop),
+            logprobs=r.logprobs, prompt_logprobs=r.prompt_logprobs, priority=r.priority,
+        )

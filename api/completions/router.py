@@ -1,0 +1,31 @@
+"""POST /v1/completions, and the refusal of chat."""
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from api import errors
+from api.auth import ApiKeyDep, services_of
+from api.body import read_capped, read_json
+from api.completions.service import CompletionService
+from api.errors_http import request_id_of
+
+router = APIRouter()
+
+CHAT_REFUSAL = (
+    "This API serves Base models, which have no chat format: send POST /v1/completions "
+    "with a prompt instead of POST /v1/chat/completions with messages."
+)
+
+
+@router.post("/v1/completions")
+async def create_completion(request: Request, _: ApiKeyDep):
+    services = services_of(request)
+    body = await read_json(request, services.settings.max_body_bytes)
+    return await CompletionService(services).create(body, request_id_of(request))
+
+
+# openapi.json gives this route no security: it refuses before any key check.
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request):
+    await read_capped(request, services_of(request).settings.max_body_bytes)
+    raise errors.ChatCompletionsUnsupported(CHAT_REFUSAL)

@@ -1,0 +1,59 @@
+"""Run a planned Completion on its model: one engine request per prompt,
+their outputs merged in arrival order."""
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+from api import errors
+from api.completions.assembly import CompletionAssembly, echo_only, engine_prompt_logprobs
+from api.inference.gateway import ModelGateway
+from deployments.engine import EngineOutput, GenerateRequest
+
+_END = object()
+
+
+def engine_requests(assembly: CompletionAssembly, request_id: str) -> list[GenerateRequest]:
+    planned = assembly.planned
+    max_tokens = 1 if echo_only(planned) else planned.max_tokens
+    sampling = planned.sampling(max_tokens)
+    sampling.prompt_logprobs = engine_prompt_logprobs(planned)
+    return [
+        GenerateRequest(request_id=f"{request_id}-{p}", prompt_token_ids=ids, sampling=sampling)
+        for p, ids in enumerate(planned.prompt_token_ids)
+    ]
+
+
+async def _pump(p: int, gateway: ModelGateway, request: GenerateRequest, queue: asyncio.Queue) -> None:
+    try:
+        async for output in gateway.stream(request):
+            await queue.put((p, output))
+        await queue.put((p, _END))
+    except BaseException as error:  # noqa: BLE001 - handed to the consumer
+        await queue.put((p, error))
+        if isinstance(error, asyncio.CancelledError):
+            raise
+
+
+async def run_outputs(assembly: CompletionAssembly, gateway: ModelGateway,
+                      request_id: str) -> AsyncIterator[tuple[int, EngineOutput]]:
+    """Yield (prompt index, output); raise ApiError on a failure or a cut stream."""
+    queue: asyncio.Queue = asyncio.Queue()
+    requests = engine_requests(assembly, request_id)
+    tasks = [asyncio.create_task(_pump(p, gateway, r, queue)) for p, r in enumerate(requests)]
+    open_streams = len(tasks)
+    try:
+        while open_streams:
+            p, item = await queue.get()
+            if item is _END:
+                open_streams -= 1
+                if not assembly.prompts[p].finished:
+                    raise errors.UpstreamServerError(errors.STREAM_CUT_MESSAGE)
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield p, item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,183 @@
+"""The one error hierarchy of the API.
+
+Routes and services raise these; `api.app` maps each to the spec's error
+object in one place (`error_response`). A subclass fixes status, type and
+code; the message and param come from where the error is raised.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    status: int = 500
+    type: str = "internal_error"
+    code: str | None = "internal_error"
+    # x-should-retry: false on the answers the spec's Headers table names.
+    should_retry: bool | None = None
+    retryable: bool | None = None
+    retry_after: int | None = None
+
+    def __init__(
+        self,
+        message: str,
+        param: str | None = None,
+        *,
+        retry_after: int | None = None,
+        upstream_status: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if retry_after is not None:
+            self.retry_after = retry_after
+        self.upstream_status = upstream_status
+        self.extra_headers = headers or {}
+
+    def body(self, request_id: str | None, *, in_stream: bool = False) -> dict[str, Any]:
+        error: dict[str, Any] = {
+            "message": self.message,
+            "type": self.type,
+            "param": self.param,
+            "code": self.code,
+        }
+        retryable = self.retryable
+        if retryable is None and in_stream:
+            retryable = False
+        if retryable is not None:
+            error["retryable"] = retryable
+            if retryable and self.retry_after is not None:
+                error["retry_after_seconds"] = self.retry_after
+        if self.upstream_status is not None:
+            error["upstream_status"] = self.upstream_status
+        if in_stream and request_id:
+            error["request_id"] = request_id
+        return {"error": error, "request_id": request_id}
+
+    def headers(self) -> dict[str, str]:
+        headers = dict(self.extra_headers)
+        if self.retry_after is not None:
+            headers["Retry-After"] = str(self.retry_after)
+        if self.should_retry is False:
+            headers["x-should-retry"] = "false"
+        return headers
+
+
+# 400 ----------------------------------------------------------------------
+class InvalidRequest(ApiError):
+    status, type, code = 400, "invalid_request_error", "invalid_request"
+
+
+class BadJson(ApiError):
+    status, type, code = 400, "invalid_request_error", "bad_json"
+
+
+class ModelNotFound(ApiError):
+    status, type, code = 400, "invalid_request_error", "model_not_found"
+
+
+class ContextLengthExceeded(ApiError):
+    status, type, code = 400, "invalid_request_error", "context_length_exceeded"
+
+
+class DeadlineInfeasible(ApiError):
+    status, type, code = 400, "invalid_request_error", "deadline_infeasible"
+    should_retry = False
+
+
+class ChatCompletionsUnsupported(ApiError):
+    status, type, code = 400, "invalid_request_error", "chat_completions_unsupported"
+
+
+# 401 ----------------------------------------------------------------------
+class AuthError(ApiError):
+    status, type = 401, "invalid_request_error"
+
+
+class MissingAuthorization(AuthError):
+    code = "missing_authorization"
+
+
+class InvalidApiKey(AuthError):
+    code = "invalid_api_key"
+
+
+class KeyRevoked(AuthError):
+    code = "key_revoked"
+
+
+class KeyDisabled(AuthError):
+    code = "key_disabled"
+
+
+class AccountSuspended(AuthError):
+    code = "account_suspended"
+
+
+# 404 / 405 / 413 ------------------------------------------------------------
+class NotFound(ApiError):
+    status, type, code = 404, "invalid_request_error", None
+
+
+class MethodNotAllowed(ApiError):
+    status, type, code = 405, "invalid_request_error", None
+
+
+class RequestTooLarge(ApiError):
+    status, type, code = 413, "invalid_request_error", "request_too_large"
+    should_retry = False
+
+
+# 500 ----------------------------------------------------------------------
+class InternalError(ApiError):
+    status, type, code = 500, "internal_error", "internal_error"
+    should_retry = False
+
+
+# 503 ----------------------------------------------------------------------
+class CircuitOpen(ApiError):
+    status, type, code = 503, "upstream_error", "circuit_open"
+    retryable = True
+
+
+# Inference ----------------------------------------------------------------
+class UpstreamError(ApiError):
+    """A failure of Inference: type upstream_error, with `retryable`."""
+
+    status, type = 502, "upstream_error"
+
+
+class UpstreamUnreachable(UpstreamError):
+    code, retryable, retry_after = "upstream_unreachable", True, 30
+
+
+class VllmOom(UpstreamError):
+    code, retryable, retry_after = "vllm_oom", True, 30
+
+
+class VllmEngineDead(UpstreamError):
+    code, retryable, retry_after = "vllm_engine_dead", True, 30
+
+
+class UpstreamServerError(UpstreamError):
+    code = "upstream_server_error"
+
+    def __init__(self, message: str, *, upstream_status: int | None = None, **kwargs: Any) -> None:
+        super().__init__(message, upstream_status=upstream_status, **kwargs)
+        # The spec: after a 502/503/504 it is retryable with Retry-After: 30,
+        # after any other status (or none: our own check of the answer) not.
+        if upstream_status in (502, 503, 504):
+            self.retryable, self.retry_after = True, 30
+        else:
+            self.retryable, self.should_retry = False, False
+
+
+class UpstreamDeadline(UpstreamError):
+    status, code, retryable, should_retry = 504, "upstream_deadline", False, False
+
+
+UNREACHABLE_MESSAGE = "Could not reach Inference: Connection error."
+DEADLINE_MESSAGE = "Could not reach Inference: Request timed out."
+STREAM_CUT_MESSAGE = "Inference ended the stream before it was complete."
+ANSWER_MISFIT_PREFIX = "Inference's answer does not fit the request: "

@@ -1,0 +1,50 @@
+"""Every error answers with the spec's error object: mapped here, once."""
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from api import errors
+
+log = logging.getLogger("acs.api")
+NOT_FOUND = "No route has the path {path}."
+NOT_ALLOWED = "The route {path} does not take {method}."
+INTERNAL = "The API failed while it handled the request."
+
+
+def request_id_of(request: Request) -> str | None:
+    return request.scope.get("state", {}).get("request_id")
+
+
+def error_response(request: Request, error: errors.ApiError) -> JSONResponse:
+    request_id = request_id_of(request)
+    # Set here too: the last-resort handler answers outside RequestIdMiddleware.
+    headers = {**error.headers(), **({"X-Request-Id": request_id} if request_id else {})}
+    return JSONResponse(error.body(request_id), status_code=error.status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(errors.ApiError)
+    async def on_api_error(request: Request, error: errors.ApiError) -> JSONResponse:
+        return error_response(request, error)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 405:
+            mapped: errors.ApiError = errors.MethodNotAllowed(
+                NOT_ALLOWED.format(path=request.url.path, method=request.method),
+                headers={"Allow": (error.headers or {}).get("Allow", "")},
+            )
+        elif error.status_code == 404:
+            mapped = errors.NotFound(NOT_FOUND.format(path=request.url.path))
+        else:
+            mapped = errors.InvalidRequest(str(error.detail))
+        return error_response(request, mapped)
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(request: Request, error: Exception) -> JSONResponse:
+        log.exception("request %s failed", request_id_of(request))
+        return error_response(request, errors.InternalError(INTERNAL))

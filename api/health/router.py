@@ -1,0 +1,54 @@
+"""GET /health in the old platform's shape; it never asks Inference."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from api.auth import services_of
+
+router = APIRouter()
+
+
+async def database_check(services: Any) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(services.settings.health_timeout_s):
+            async with services.sessions() as session:
+                await session.execute(text("SELECT 1"))
+    except Exception:  # noqa: BLE001 - any failure means the database does not answer
+        return {"ok": False, "latency_ms": None}
+    return {"ok": True, "latency_ms": int((time.perf_counter() - started) * 1000)}
+
+
+def backend_json(model: Any, gateway: Any) -> dict[str, Any]:
+    breaker = gateway.breaker
+    open_for = breaker.retry_after()
+    return {
+        "model_id": model.id, "status": "live", "gpu_shape": model.gpu_shape,
+        "breaker_state": breaker.state, "breaker_consecutive_failures": breaker.consecutive_failures,
+        "breaker_open_seconds": open_for, "in_flight": gateway.in_flight,
+    }
+
+
+@router.get("/health")
+async def health(request: Request) -> JSONResponse:
+    services = services_of(request)
+    database = await database_check(services)
+    backends = [backend_json(m, services.gateways[m.id]) for m in services.served_models()]
+    degraded = [b["model_id"] for b in backends if b["breaker_state"] == "open"]
+    reasons = [f"circuit_open:{model_id}" for model_id in degraded]
+    status = "down" if not database["ok"] else ("degraded" if degraded else "ok")
+    body = {
+        "status": status,
+        "wrapper": {
+            "uptime_seconds": int(time.time() - services.started_at), "database": database,
+            "db_pool": {"saturated": False}, "runners": [],
+        },
+        "backends": backends, "degraded_backends": degraded, "degraded_reasons": reasons,
+    }
+    return JSONResponse(body, status_code=200 if database["ok"] else 503)

@@ -1,0 +1,30 @@
+"""The Ray Serve ingress: the FastAPI app, wired to the model deployments."""
+from __future__ import annotations
+
+from typing import Any
+
+from ray import serve
+
+from api.app import create_app
+from api.inference.clients import HandleEngineClient
+from api.services import Services, build_gateways
+from api.settings import get_settings
+
+fastapi_app = create_app()
+
+
+def build_services(model_handles: dict[str, Any], profile: str) -> Services:
+    from cluster.catalog import load_catalog
+    from ledger.db import database_url_from_env, make_engine, session_factory
+
+    settings = get_settings()
+    catalog = load_catalog(profile)
+    clients = {model_id: HandleEngineClient(handle, model_id) for model_id, handle in model_handles.items()}
+    sessions = session_factory(make_engine(settings.database_url or database_url_from_env()))
+    return Services(settings=settings, catalog=catalog, gateways=build_gateways(settings, clients), sessions=sessions)
+
+
+@serve.ingress(fastapi_app)
+class Ingress:
+    def __init__(self, model_handles: dict[str, Any], profile: str) -> None:
+        fastapi_app.state.services = build_services(model_handles, profile)

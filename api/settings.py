@@ -1,0 +1,32 @@
+"""The API's settings, from ACS_* environment variables."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ACS_", env_nested_delimiter="__", extra="ignore")
+
+    profile: str = "embedded"
+    database_url: str | None = None  # None: the embedded SQLite file under var/
+    # Streams: a `: keepalive` comment when Inference is silent this long.
+    keepalive_s: float = 5.0
+    # Without a stream: past this, answer 200 and send spaces until the JSON.
+    long_wait_s: float = 150.0
+    # The most the API waits for Inference's answer, or between two chunks.
+    engine_timeout_s: float = 14 * 60.0
+    max_body_bytes: int = 8 * 1024 * 1024
+    breaker_failures: int = 5
+    breaker_open_s: float = 60.0
+    max_in_flight_per_model: int = 100
+    health_timeout_s: float = 2.0
+    # Without a container report, a model counts as Warm this long after an answer.
+    warm_after_answer_s: float = 300.0
+    budget_request_url: str = "https://v2.infra.acsresearch.org/usage/request"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,23 @@
+"""Environment for a local Ray instance; set before `ray` starts anything."""
+from __future__ import annotations
+
+import os
+
+OBJECT_STORE_BYTES = 128 * 1024 * 1024
+
+
+def prepare_ray_environment() -> None:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Explicit, or the first ray.init writes ~/.ray/auth_token and later clusters demand it.
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+def start_local_ray(num_cpus: int | None = None) -> None:
+    import ray
+
+    prepare_ray_environment()
+    ray.init(
+        address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+        object_store_memory=OBJECT_STORE_BYTES, log_to_driver=True,
+    )

@@ -1,0 +1,52 @@
+"""The Serve application: one deployment per served model, and the ingress.
+
+`serve run cluster.serve_app:app` serves the profile named by ACS_PROFILE;
+`serve run cluster.serve_app:build profile=gpu` names it explicitly.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+
+INGRESS_CPUS = 0.25
+
+
+def model_deployment(spec: Any) -> Application:
+    from deployments.boot import deployment_name
+    from deployments.model_server import ModelServer
+
+    scaling = spec.autoscaling.model_dump(exclude_none=True)
+    return serve.deployment(ModelServer).options(
+        name=deployment_name(spec.id),
+        autoscaling_config=scaling,
+        ray_actor_options=spec.ray_actor_options.model_dump(),
+        # Serve's default (100) matches the API's own in-flight cap per model.
+        max_ongoing_requests=100,
+        # A start on a cold GPU loads the weights: give the constructor room.
+        health_check_period_s=10,
+        health_check_timeout_s=60,
+        graceful_shutdown_timeout_s=30,
+    ).bind(spec.model_dump(by_alias=True))
+
+
+def build_application(profile: str) -> Application:
+    from api.ingress import Ingress
+    from cluster.catalog import load_catalog
+
+    catalog = load_catalog(profile)
+    handles = {model_id: model_deployment(spec) for model_id, spec in catalog.models.items()}
+    return Ingress.options(name="ingress", ray_actor_options={"num_cpus": INGRESS_CPUS}).bind(handles, profile)
+
+
+def build(args: dict[str, str]) -> Application:
+    return build_application(args.get("profile", os.environ.get("ACS_PROFILE", "embedded")))
+
+
+def __getattr__(name: str) -> Any:
+    # `serve run cluster.serve_app:app` builds on first access, not on import.
+    if name == "app":
+        return build({})
+    raise AttributeError(name)

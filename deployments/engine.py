@@ -1,0 +1,117 @@
+"""The engine boundary: what the API needs from one served model.
+
+Everything that crosses it is a plain dataclass, so it pickles through a
+Ray Serve DeploymentHandle and a fake engine (tests only) can produce it.
+The real implementation is `deployments.vllm_engine.VllmEngine`.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+
+@dataclass
+class TokenLogprob:
+    logprob: float
+    rank: int | None
+    decoded_token: str | None
+
+
+# One position's top tokens (and the chosen one), keyed by token id.
+PositionLogprobs = dict[int, TokenLogprob]
+
+
+@dataclass
+class SamplingSpec:
+    """Every sampling field, always set: the model's generation_config never decides."""
+
+    max_tokens: int
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    priority: int = 0
+
+
+@dataclass
+class GenerateRequest:
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling: SamplingSpec
+
+
+@dataclass
+class ChoiceDelta:
+    """What one choice (sample `index` of the prompt) added since the last output."""
+
+    index: int
+    text: str
+    token_ids: list[int]
+    logprobs: list[PositionLogprobs] | None = None
+    finish_reason: str | None = None
+    stop_reason: str | int | None = None
+
+
+@dataclass
+class EngineOutput:
+    """One step of a generation. `prompt_logprobs` comes with the first output only."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    choices: list[ChoiceDelta]
+    finished: bool = False
+    prompt_logprobs: list[PositionLogprobs | None] | None = None
+
+
+@dataclass
+class EngineState:
+    """What the status route reads: whether the engine serves, and its boot stage."""
+
+    ready: bool
+    stage: str | None = None
+    stage_started_at: float | None = None
+
+
+class EngineRefused(Exception):
+    """The engine refused the request's values (a 400 of Inference)."""
+
+    def __init__(self, message: str, param: str | None = None, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.message, self.param, self.code = message, param, code
+
+
+class EngineOutOfMemory(Exception):
+    """The engine ran out of accelerator memory."""
+
+
+class EngineDead(Exception):
+    """The engine's core process stopped; the replica must be replaced."""
+
+
+class Engine(abc.ABC):
+    @abc.abstractmethod
+    async def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of `text`, as the engine itself would read it."""
+
+    @abc.abstractmethod
+    def generate(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]:
+        """Stream the request's outputs as deltas.
+
+        The last output has `finished=True` and every choice a finish_reason;
+        a stream that ends without it was cut. Refusals raise EngineRefused
+        before the first output; engine failures raise EngineOutOfMemory or
+        EngineDead, at any point.
+        """
+
+    @abc.abstractmethod
+    async def abort(self, request_id: str) -> None:
+        """Stop a running request; its stream ends without `finished`."""

@@ -1,0 +1,39 @@
+"""The Ray Serve deployment that hosts one model's engine."""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from deployments.boot import BootReporter
+from deployments.engine import EngineOutput, GenerateRequest
+
+
+class ModelServer:
+    """One replica: one vLLM engine with vllm-lens, behind the engine boundary."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from cluster.catalog import ModelSpec
+        from deployments.vllm_engine import VllmEngine
+
+        model = ModelSpec.model_validate(spec)
+        boot = BootReporter(model.id)
+        boot.report("container_started")
+        boot.report("weights_loading")
+        try:
+            self.engine = VllmEngine(model.weights_path(), model.engine.engine_args(), cpu=model.gpu_shape == "cpu")
+        finally:
+            boot.done()
+        self.model_id = model.id
+
+    async def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return await self.engine.tokenize(text, add_special_tokens)
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]:
+        async for output in self.engine.generate(request):
+            yield output
+
+    async def abort(self, request_id: str) -> None:
+        await self.engine.abort(request_id)
+
+    async def check_health(self) -> None:
+        """Serve's health check: a dead engine gets its replica replaced."""
+        await self.engine.check_health()

@@ -1,0 +1,145 @@
+"""The real engine: vLLM's AsyncLLM with the vllm-lens plugin.
+
+vllm-lens registers itself as a `vllm.general_plugins` entry point, which
+vLLM loads when the engine is built; `lens_loaded()` checks that it did.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, AsyncIterator
+
+from deployments.engine import (
+    ChoiceDelta, Engine, EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused,
+    EngineState, GenerateRequest, PositionLogprobs, SamplingSpec, TokenLogprob,
+)
+from deployments.vllm_runtime import prepare_environment
+
+
+def build_engine_args(weights: str, engine: dict[str, Any], cpu: bool) -> Any:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    args = dict(engine)
+    args.setdefault("max_logprobs", -1)  # prompt_logprobs -1 asks for the whole vocabulary
+    args.setdefault("scheduling_policy", "priority")  # the spec's `priority` field
+    if cpu:
+        args.setdefault("distributed_executor_backend", "uni")
+    args["tensor_parallel_size"] = args.get("tensor_parallel_size", 1)
+    return AsyncEngineArgs(model=weights, tokenizer=weights, **args)
+
+
+def to_sampling_params(spec: SamplingSpec) -> Any:
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    # A fresh SamplingParams per request: vllm-lens mutates the one it gets.
+    return SamplingParams(
+        n=spec.n, max_tokens=spec.max_tokens, temperature=spec.temperature,
+        top_p=spec.top_p, top_k=spec.top_k, min_p=spec.min_p,
+        presence_penalty=spec.presence_penalty, frequency_penalty=spec.frequency_penalty,
+        repetition_penalty=spec.repetition_penalty, seed=spec.seed, stop=list(spec.stop) or None,
+        logprobs=spec.logprobs, prompt_logprobs=spec.prompt_logprobs,
+        output_kind=RequestOutputKind.DELTA, skip_special_tokens=True,
+    )
+
+
+def _position(position: Any) -> PositionLogprobs | None:
+    if position is None:
+        return None
+    return {
+        int(token_id): TokenLogprob(float(lp.logprob), lp.rank, lp.decoded_token)
+        for token_id, lp in position.items()
+    }
+
+
+def to_engine_output(out: Any, first: bool) -> EngineOutput:
+    choices = [
+        ChoiceDelta(
+            index=c.index, text=c.text, token_ids=list(c.token_ids),
+            logprobs=None if c.logprobs is None else [_position(p) for p in c.logprobs],
+            finish_reason=c.finish_reason, stop_reason=c.stop_reason,
+        )
+        for c in out.outputs
+    ]
+    prompt_logprobs = None
+    if first and out.prompt_logprobs is not None:
+        prompt_logprobs = [_position(p) for p in out.prompt_logprobs]
+    return EngineOutput(
+        request_id=out.request_id, prompt_token_ids=list(out.prompt_token_ids or []),
+        choices=choices, finished=bool(out.finished), prompt_logprobs=prompt_logprobs,
+    )
+
+
+def classify_failure(error: BaseException) -> Exception:
+    """Map vLLM's exceptions onto the engine boundary's three kinds."""
+    from vllm.exceptions import VLLMClientError, VLLMValidationError
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    if isinstance(error, EngineDeadError):
+        return EngineDead(str(error))
+    if isinstance(error, VLLMValidationError):
+        return EngineRefused(super(VLLMValidationError, error).__str__(), error.parameter)
+    if isinstance(error, (VLLMClientError, ValueError)):
+        return EngineRefused(str(error))
+    if "out of memory" in str(error).lower():
+        return EngineOutOfMemory(str(error))
+    return error if isinstance(error, Exception) else RuntimeError(str(error))
+
+
+class VllmEngine(Engine):
+    def __init__(self, weights: str, engine_args: dict[str, Any], cpu: bool = True) -> None:
+        prepare_environment(cpu)
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        self._started_at = time.time()
+        self._llm = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
+        self._tokenizer = self._llm.get_tokenizer()
+
+    @property
+    def llm(self) -> Any:
+        return self._llm
+
+    async def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=add_special_tokens))
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]:
+        from vllm.inputs import TokensPrompt
+
+        stream = self._llm.generate(
+            TokensPrompt(prompt_token_ids=list(request.prompt_token_ids)),
+            to_sampling_params(request.sampling), request.request_id,
+            priority=request.sampling.priority,
+        )
+        first = True
+        try:
+            async for out in stream:
+                yield to_engine_output(out, first)
+                first = False
+        except (EngineRefused, EngineDead, EngineOutOfMemory):
+            raise
+        except Exception as error:  # noqa: BLE001 - classified, then re-raised
+            raise classify_failure(error) from error
+
+    async def abort(self, request_id: str) -> None:
+        await self._llm.abort(request_id)
+
+    def state(self) -> EngineState:
+        if self._llm.errored:
+            return EngineState(ready=False, stage=None)
+        return EngineState(ready=True)
+
+    async def check_health(self) -> None:
+        if self._llm.errored:
+            raise EngineDead(str(self._llm.dead_error))
+        await self._llm.check_health()
+
+    def shutdown(self) -> None:
+        self._llm.shutdown()
+
+
+def lens_loaded() -> bool:
+    """True when vllm-lens has patched AsyncLLM.generate in this process."""
+    try:
+        from vllm_lens import _activations_plugin
+    except ImportError:
+        return False
+    return _activations_plugin._original_generate is not None

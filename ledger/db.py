@@ -1,0 +1,85 @@
+"""Async engines and sessions for the ledger: SQLite (embedded) or PostgreSQL.
+
+    engine = make_engine(database_url_from_env())
+    sessions = session_factory(engine)
+    async with sessions() as session: ...
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ENV_VAR = "ACS_DATABASE_URL"
+# How long a SQLite connection waits for another writer before "database is locked".
+SQLITE_BUSY_TIMEOUT_MS = 5000
+SQLITE_BEGIN_MODES = ("DEFERRED", "IMMEDIATE", "EXCLUSIVE")
+
+
+def database_url_from_env() -> str:
+    """ACS_DATABASE_URL, or the embedded default: a SQLite file under var/."""
+    url = os.environ.get(ENV_VAR, "").strip()
+    if url:
+        return url
+    folder = REPO_ROOT / "var"
+    folder.mkdir(exist_ok=True)
+    return f"sqlite+aiosqlite:///{folder / 'acs.db'}"
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    if not is_sqlite(url):
+        # pool_pre_ping: a Postgres restart must not fail the next request.
+        return create_async_engine(url, pool_pre_ping=True, **kwargs)
+    _create_sqlite_folder(url)
+    engine = create_async_engine(url, **kwargs)
+    _configure_sqlite(engine)
+    return engine
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    # expire_on_commit=False: rows stay readable after commit without a new
+    # query, which an async session could not do implicitly.
+    return async_sessionmaker(engine, class_=AsyncSession, expire_on_commit=False)
+
+
+def _create_sqlite_folder(url: str) -> None:
+    database = make_url(url).database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    """WAL, foreign keys, a busy timeout, and real transactions.
+
+    The sqlite3 driver's legacy mode skips BEGIN before SELECTs, so a read
+    followed by a write would not be one transaction. We emit BEGIN ourselves
+    (SQLAlchemy's documented recipe). A session whose engine carries the
+    execution option `sqlite_begin="IMMEDIATE"` takes the write lock at once,
+    the SQLite counterpart of `SELECT ... FOR UPDATE` for the money paths.
+    """
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
+        if mode not in SQLITE_BEGIN_MODES:
+            raise ValueError(f"sqlite_begin must be one of {SQLITE_BEGIN_MODES}, not {mode!r}")
+        connection.exec_driver_sql(f"BEGIN {mode}")

@@ -1,0 +1,86 @@
+"""Alembic's entry point, for the CLI and for `ledger.migrate.upgrade`.
+
+`ledger.migrate` hands over an open connection in `config.attributes`, because
+Alembic's own asyncio.run() cannot run inside a caller's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+from logging.config import fileConfig
+from typing import Any
+
+from alembic import context
+from sqlalchemy import pool
+from sqlalchemy.engine import Connection
+from sqlmodel import SQLModel
+
+import ledger.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from ledger.coltypes import UtcDateTime
+from ledger.db import database_url_from_env, make_engine
+
+config = context.config
+target_metadata = SQLModel.metadata
+
+# Only the CLI reads the ini's logging setup; an application keeps its own.
+if config.config_file_name is not None and "connection" not in config.attributes:
+    fileConfig(config.config_file_name)
+
+
+def _url() -> str:
+    return config.get_main_option("sqlalchemy.url") or database_url_from_env()
+
+
+def _render_item(kind: str, obj: Any, _context: Any) -> str | bool:
+    # Migrations keep plain SQL types, so they never import application code
+    # that may change later.
+    if kind == "type" and isinstance(obj, UtcDateTime):
+        return "sa.DateTime(timezone=True)"
+    return False
+
+
+def _configure(**kwargs: Any) -> None:
+    context.configure(
+        target_metadata=target_metadata,
+        render_as_batch=True,  # SQLite alters tables by copying them.
+        render_item=_render_item,
+        compare_type=True,
+        # True on SQLite too: ledger.db emits BEGIN itself, so DDL is transactional.
+        transactional_ddl=True,
+        **kwargs,
+    )
+
+
+def run_migrations_offline() -> None:
+    _configure(url=_url(), literal_binds=True, dialect_opts={"paramstyle": "named"})
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def do_run_migrations(connection: Connection) -> None:
+    _configure(connection=connection)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def run_async_migrations() -> None:
+    engine = make_engine(_url(), poolclass=pool.NullPool)
+    try:
+        async with engine.connect() as connection:
+            await connection.run_sync(do_run_migrations)
+            await connection.commit()
+    finally:
+        await engine.dispose()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        do_run_migrations(connection)
+    else:
+        asyncio.run(run_async_migrations())
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -1,0 +1,138 @@
+"""Shared fixtures. Expensive things (engines, Ray) start once per session."""
+from __future__ import annotations
+
+import os
+
+# Before vLLM or Ray are imported anywhere.
+os.environ.setdefault("ACS_PROFILE", "test")
+from cluster.ray_env import prepare_ray_environment  # noqa: E402
+from deployments.vllm_runtime import prepare_environment  # noqa: E402
+
+prepare_environment(cpu=True)
+prepare_ray_environment()
+
+import asyncio  # noqa: E402
+import uuid  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any, AsyncIterator  # noqa: E402
+
+import asyncpg  # noqa: E402
+import httpx  # noqa: E402
+import pytest  # noqa: E402
+import pytest_asyncio  # noqa: E402
+
+from api.app import create_app  # noqa: E402
+from api.inference.clients import LocalEngineClient  # noqa: E402
+from api.services import Services, build_gateways  # noqa: E402
+from api.settings import Settings  # noqa: E402
+from cluster.catalog import load_catalog  # noqa: E402
+from ledger.db import make_engine, session_factory  # noqa: E402
+from ledger.keys import create_api_key, create_user  # noqa: E402
+from ledger.migrate import upgrade  # noqa: E402
+
+PG_ADMIN_DSN = os.environ.get("ACS_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_HOST = "127.0.0.1:5432"
+
+
+async def fresh_postgres(name: str) -> str:
+    """A new, migrated PostgreSQL database; returns its SQLAlchemy URL."""
+    connection = await asyncpg.connect(PG_ADMIN_DSN, timeout=5)
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+    user = PG_ADMIN_DSN.split("//", 1)[1].split("@", 1)[0]
+    url = f"postgresql+asyncpg://{user}@{PG_HOST}/{name}"
+    await upgrade(url)
+    return url
+
+
+async def new_key(sessions: Any, user_name: str | None = None) -> str:
+    async with sessions() as session:
+        user = await create_user(session, user_name or f"user-{uuid.uuid4().hex[:8]}")
+        _, raw = await create_api_key(session, user.id, "test")
+        await session.commit()
+    return raw
+
+
+@dataclass
+class ApiStack:
+    """An in-process API over one engine: `http` and `openai` reach it."""
+
+    app: Any
+    services: Services
+    engine: Any
+    key: str
+    http: httpx.AsyncClient
+
+    def openai(self, **kwargs: Any) -> Any:
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(base_url="http://api.test/v1", api_key=self.key, http_client=self.http,
+                           max_retries=0, **kwargs)
+
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+TEST_SETTINGS = dict(keepalive_s=0.2, long_wait_s=1.0, engine_timeout_s=5.0, breaker_open_s=60.0)
+
+
+async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:
+    config = Settings(profile="test", **{**TEST_SETTINGS, **settings})
+    catalog = load_catalog("test")
+    gateways = build_gateways(config, {model_id: LocalEngineClient(engine) for model_id in catalog.models})
+    app = create_app()
+    app.state.services = Services(settings=config, catalog=catalog, gateways=gateways, sessions=sessions)
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api.test", timeout=60)
+    return ApiStack(app, app.state.services, engine, await new_key(sessions), http)
+
+
+@pytest_asyncio.fixture(scope="session")
+async def pg_sessions() -> AsyncIterator[Any]:
+    url = await fresh_postgres("acs_test_api")
+    engine = make_engine(url)
+    yield session_factory(engine)
+    await engine.dispose()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def sqlite_sessions(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Any]:
+    url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('ledger') / 'acs.db'}"
+    await upgrade(url)
+    engine = make_engine(url)
+    yield session_factory(engine)
+    await engine.dispose()
+
+
+@pytest_asyncio.fixture
+async def fake_stack(pg_sessions: Any, request: pytest.FixtureRequest) -> AsyncIterator[ApiStack]:
+    """The API over a FakeEngine; `@pytest.mark.fake(delay_s=...)` and
+    `@pytest.mark.settings(...)` configure it."""
+    from tests.fakes import FakeEngine
+
+    fake_marker = request.node.get_closest_marker("fake")
+    settings_marker = request.node.get_closest_marker("settings")
+    engine = FakeEngine(**(fake_marker.kwargs if fake_marker else {}))
+    stack = await build_stack(engine, pg_sessions, **(settings_marker.kwargs if settings_marker else {}))
+    yield stack
+    await stack.http.aclose()
+
+
+@pytest.fixture(scope="session")
+def tiny_engine() -> Any:
+    """The real vLLM engine (with vllm-lens) on the tiny test model, in this process."""
+    from deployments.vllm_engine import VllmEngine
+
+    model = load_catalog("test").models["tiny-llama"]
+    engine = VllmEngine(model.weights_path(), model.engine.engine_args(), cpu=True)
+    yield engine
+    engine.shutdown()
+
+
+@pytest_asyncio.fixture
+async def real_stack(tiny_engine: Any, pg_sessions: Any) -> AsyncIterator[ApiStack]:
+    stack = await build_stack(tiny_engine, pg_sessions)
+    yield stack
+    await stack.http.aclose()

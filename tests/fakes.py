@@ -1,0 +1,84 @@
+"""A fake engine, at the engine boundary only, for fast tests of the API layer.
+
+It "generates" token ids counting up from 1000 and decodes token t as
+" t<t>", so tests can predict every text, offset and logprob.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+from deployments.engine import (
+    ChoiceDelta, Engine, EngineOutput, EngineState, GenerateRequest, TokenLogprob,
+)
+
+FIRST_TOKEN = 1000
+
+
+def fake_text(token_id: int) -> str:
+    return f" t{token_id}"
+
+
+def fake_logprob(position: int, rank: int) -> float:
+    return -0.5 * rank - 0.01 * position
+
+
+@dataclass
+class FakeEngine(Engine):
+    delay_s: float = 0.0           # before each output
+    first_delay_s: float = 0.0     # before the first output
+    fail_before_first: BaseException | None = None
+    fail_after_tokens: int | None = None
+    fail_with: BaseException | None = None
+    cut_after_tokens: int | None = None   # end the stream silently, unfinished
+    eos_after: int | None = None          # finish with "stop" after this many tokens
+    seen: list[GenerateRequest] = field(default_factory=list)
+    aborted: list[str] = field(default_factory=list)
+
+    async def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return ([1] if add_special_tokens else []) + [ord(c) for c in text]
+
+    def _position(self, chosen: int, pos: int, k: int | None) -> dict[int, TokenLogprob]:
+        top = {FIRST_TOKEN + 500 + r: TokenLogprob(fake_logprob(pos, r), r, fake_text(FIRST_TOKEN + 500 + r))
+               for r in range(1, (k or 0) + 1)}
+        top[chosen] = TokenLogprob(fake_logprob(pos, 0) - 1.0, k + 1 if k else 1, fake_text(chosen))
+        return top
+
+    def _prompt_logprobs(self, request: GenerateRequest) -> list | None:
+        k = request.sampling.prompt_logprobs
+        if k is None:
+            return None
+        ids = request.prompt_token_ids
+        return [None] + [self._position(t, i, max(k, 0)) for i, t in enumerate(ids[1:], start=1)]
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]:
+        self.seen.append(request)
+        await asyncio.sleep(self.first_delay_s)
+        if self.fail_before_first is not None:
+            raise self.fail_before_first
+        s = request.sampling
+        limit = s.max_tokens if self.eos_after is None else min(s.max_tokens, self.eos_after)
+        for step in range(limit):
+            if self.cut_after_tokens is not None and step >= self.cut_after_tokens:
+                return
+            if self.fail_after_tokens is not None and step >= self.fail_after_tokens:
+                raise self.fail_with or RuntimeError("engine failed")
+            await asyncio.sleep(self.delay_s)
+            last = step == limit - 1
+            reason = None if not last else ("stop" if limit < s.max_tokens else "length")
+            choices = [self._delta(i, step, s.logprobs, reason) for i in range(s.n)]
+            yield EngineOutput(request.request_id, list(request.prompt_token_ids), choices, finished=last,
+                               prompt_logprobs=self._prompt_logprobs(request) if step == 0 else None)
+
+    def _delta(self, index: int, step: int, k: int | None, reason: str | None) -> ChoiceDelta:
+        token = FIRST_TOKEN + step + 100 * index
+        logprobs = None if k is None else [self._position(token, step, k)]
+        return ChoiceDelta(index=index, text=fake_text(token), token_ids=[token], logprobs=logprobs,
+                           finish_reason=reason, stop_reason=None)
+
+    async def abort(self, request_id: str) -> None:
+        self.aborted.append(request_id)
+
+    def state(self) -> EngineState:
+        return EngineState(ready=True)

@@ -1,0 +1,115 @@
+"""Ledger databases for tests, on both backends. Import the fixtures you use:
+
+    from tests.ledger_fixtures import db_url, pg_url, sessions  # noqa: F401
+
+`db_url` is parametrized: each test runs on a fresh SQLite file and on a
+PostgreSQL database made for this test session (skipped if none answers).
+ACS_TEST_PG_ADMIN_URL names the server (an asyncpg DSN with a database to
+connect to while creating ours).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+import asyncpg
+import pytest
+import pytest_asyncio
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from ledger.db import make_engine, session_factory
+from ledger.migrate import upgrade
+
+PG_ADMIN_DSN = os.environ.get("ACS_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_TEST_DATABASE = "acs_test_keys"
+T = TypeVar("T")
+
+
+def run_in_thread(function: Callable[..., T], *args: Any) -> T:
+    """Run blocking code that calls asyncio.run() away from the test's event loop."""
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = function(*args)
+        except BaseException as error:  # handed to the caller below
+            result["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def run_async(coroutine_function: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+    return run_in_thread(lambda: asyncio.run(coroutine_function(*args)))
+
+
+async def _recreate_database(name: str) -> None:
+    connection = await asyncpg.connect(PG_ADMIN_DSN, timeout=5)
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await connection.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await connection.close()
+
+
+async def _drop_database(name: str) -> None:
+    connection = await asyncpg.connect(PG_ADMIN_DSN, timeout=5)
+    try:
+        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await connection.close()
+
+
+def _sqlalchemy_url(dsn: str, database: str) -> str:
+    base = dsn.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
+    return f"{base}/{database}"
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL database made (and migrated) once for the test session."""
+    try:
+        run_async(_recreate_database, PG_TEST_DATABASE)
+    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as error:
+        pytest.skip(f"no PostgreSQL at {PG_ADMIN_DSN}: {error}")
+    url = _sqlalchemy_url(PG_ADMIN_DSN, PG_TEST_DATABASE)
+    run_async(upgrade, url)
+    yield url
+    run_async(_drop_database, PG_TEST_DATABASE)
+
+
+async def _empty_tables(url: str) -> None:
+    engine = make_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("TRUNCATE api_keys, users CASCADE"))
+    finally:
+        await engine.dispose()
+
+
+@pytest_asyncio.fixture(params=["sqlite", "postgresql"])
+async def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """A migrated, empty ledger database on each backend."""
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
+        await upgrade(url)
+        return url
+    url = request.getfixturevalue("pg_url")
+    await _empty_tables(url)
+    return url
+
+
+@pytest_asyncio.fixture
+async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    engine = make_engine(db_url)
+    yield session_factory(engine)
+    await engine.dispose()
