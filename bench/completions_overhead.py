@@ -177,7 +177,7 @@ def session_members(sid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2:].split()
-        if int(fields[3]) == sid and int(entry.name) != os.getpid():
+        if int(fields[3]) == sid and fields[0] != "Z" and int(entry.name) != os.getpid():
             pids.append(int(entry.name))
     return pids
 
@@ -214,15 +214,32 @@ class Server:
         self._kill_leftovers()
         self.log.close()
 
-    def _kill_leftovers(self) -> None:
-        leftovers = session_members(self.proc.pid)
-        for pid in leftovers:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if leftovers:
-            print(f"[bench] {self.name}: killed {len(leftovers)} leftover process(es): {leftovers}", flush=True)
+    def _kill_leftovers(self, grace: float = 5.0) -> None:
+        """Whatever the server started and left behind: a grace period, SIGTERM, then SIGKILL."""
+        killed: set[int] = set()
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            leftovers = session_members(self.proc.pid)
+            if sig is not None:
+                killed.update(signal_each(leftovers, sig))
+            deadline = time.monotonic() + grace
+            while leftovers and time.monotonic() < deadline:
+                time.sleep(0.2)
+                leftovers = session_members(self.proc.pid)
+            if not leftovers:
+                break
+        if killed:
+            print(f"[bench] {self.name}: ended {len(killed)} leftover process(es): {sorted(killed)}", flush=True)
+
+
+def signal_each(pids: list[int], sig: int) -> list[int]:
+    sent = []
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            sent.append(pid)
+        except ProcessLookupError:
+            pass
+    return sent
 
 
 def wait_until(server: Server, ready: Callable[[], bool], timeout: float, what: str) -> None:

@@ -284,6 +284,8 @@ def _pick_default(profile: Profile, specs: dict[str, ModelSpec]) -> str:
     if profile.default is not None:
         return profile.default
     flagged = [model_id for model_id, spec in specs.items() if spec.default]
+    if len(specs) == 1:
+        return next(iter(specs))
     if len(flagged) != 1:
         raise CatalogError(f"profile needs `default:`; models flagged default: {flagged}")
     return flagged[0]

@@ -133,7 +133,12 @@ class VllmEngine(Engine):
         await self._llm.check_health()
 
     def shutdown(self) -> None:
-        self._llm.shutdown()
+        # Drop the engine now: its __del__ shuts down again, and at interpreter
+        # exit that finds vLLM's module globals already gone.
+        llm, self._llm = self._llm, None
+        if llm is not None:
+            llm.shutdown()
+            del llm
 
 
 def lens_loaded() -> bool:

@@ -133,6 +133,7 @@ def tiny_engine() -> Any:
 
 @pytest_asyncio.fixture
 async def real_stack(tiny_engine: Any, pg_sessions: Any) -> AsyncIterator[ApiStack]:
-    stack = await build_stack(tiny_engine, pg_sessions)
+    # A real engine's first forward pass takes seconds on a CPU: lenient waits.
+    stack = await build_stack(tiny_engine, pg_sessions, long_wait_s=300.0, engine_timeout_s=300.0)
     yield stack
     await stack.http.aclose()

@@ -1,0 +1,136 @@
+"""POST /v1/completions on the real vLLM engine (tiny random Llama, the
+Llama 3.1 tokenizer): the sampling and return fields do what the spec says."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.spec import assert_error, validate
+
+SKY = "The sky is"
+
+
+async def complete(stack: Any, **body: Any) -> dict:
+    r = await stack.http.post("/v1/completions", headers=stack.auth(), json={"model": "llama-8b", **body})
+    assert r.status_code == 200, r.text
+    validate(r.json(), "Completion")
+    return r.json()
+
+
+async def test_sky_is_has_four_prompt_tokens(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=SKY, max_tokens=2, logprobs=1)
+    assert body["usage"] == {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
+    assert body["model"] == "acs/tiny-llama-random"
+    assert body["object"] == "text_completion" and body["id"].startswith("cmpl-")
+
+
+async def test_without_special_tokens_the_bos_is_not_counted(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=SKY, max_tokens=1, add_special_tokens=False)
+    assert body["usage"]["prompt_tokens"] == 3
+
+
+async def test_token_id_prompts_count_one_each(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=[[128000, 791, 13180, 374], [791]], max_tokens=1)
+    assert body["usage"]["prompt_tokens"] == 5
+    assert [c["index"] for c in body["choices"]] == [0, 1]
+
+
+async def test_temperature_zero_repeats_itself(real_stack: Any) -> None:
+    first = await complete(real_stack, prompt=SKY, max_tokens=8, temperature=0)
+    second = await complete(real_stack, prompt=SKY, max_tokens=8, temperature=0)
+    assert first["choices"][0]["text"] == second["choices"][0]["text"]
+
+
+async def test_the_same_seed_samples_the_same_tokens(real_stack: Any) -> None:
+    runs = [await complete(real_stack, prompt=SKY, max_tokens=8, seed=7) for _ in range(2)]
+    assert runs[0]["choices"][0]["text"] == runs[1]["choices"][0]["text"]
+
+
+async def test_choices_are_indexed_p_times_n_plus_i(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=[SKY, "Grass is"], max_tokens=2, n=2)
+    assert [c["index"] for c in body["choices"]] == [0, 1, 2, 3]
+    # Usage counts each prompt once, whatever n is ("Grass is" is BOS Gr ass is).
+    assert body["usage"]["prompt_tokens"] == 4 + 4
+    assert body["usage"]["completion_tokens"] == 8
+
+
+async def test_stop_text_ends_the_choice(real_stack: Any) -> None:
+    greedy = await complete(real_stack, prompt=SKY, max_tokens=6, temperature=0, logprobs=0)
+    tokens = greedy["choices"][0]["logprobs"]["tokens"]
+    stop = tokens[2]
+    body = await complete(real_stack, prompt=SKY, max_tokens=6, temperature=0, stop=[stop])
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "stop" and choice["stop_reason"] == stop
+    assert choice["text"] == greedy["choices"][0]["text"].split(stop)[0]
+
+
+async def test_logprobs_have_k_or_k_plus_one_top_entries(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=SKY, max_tokens=4, logprobs=3)
+    logprobs = body["choices"][0]["logprobs"]
+    assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == 4
+    for token, logprob, top in zip(logprobs["tokens"], logprobs["token_logprobs"], logprobs["top_logprobs"]):
+        assert len(top) in (3, 4) and top[token] == logprob
+    offsets = logprobs["text_offset"]
+    assert offsets == [sum(len(t) for t in logprobs["tokens"][:i]) for i in range(4)]
+
+
+async def test_greedy_tokens_are_the_likeliest(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=SKY, max_tokens=3, temperature=0, logprobs=5)
+    logprobs = body["choices"][0]["logprobs"]
+    for logprob, top in zip(logprobs["token_logprobs"], logprobs["top_logprobs"]):
+        assert logprob == pytest.approx(max(top.values()), abs=1e-5)
+
+
+async def test_prompt_logprobs_rank_and_decoded_token(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=SKY, max_tokens=1, prompt_logprobs=2)
+    positions = body["choices"][0]["prompt_logprobs"]
+    assert positions[0] is None and len(positions) == 4
+    for token_id, position in zip([791, 13180, 374], positions[1:]):
+        assert str(token_id) in position and 2 <= len(position) <= 3
+        entry = position[str(token_id)]
+        assert entry["rank"] >= 1 and isinstance(entry["decoded_token"], str)
+        assert sorted(e["rank"] for k, e in position.items() if k != str(token_id))[:2] == [1, 2]
+
+
+async def test_prompt_logprobs_minus_one_is_the_whole_vocabulary(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt="Hi", max_tokens=1, prompt_logprobs=-1)
+    positions = body["choices"][0]["prompt_logprobs"]
+    assert positions[0] is None
+    assert all(len(p) == 128256 for p in positions[1:])
+
+
+async def test_echo_puts_the_prompt_first(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=SKY, max_tokens=2, echo=True, logprobs=1)
+    choice = body["choices"][0]
+    assert choice["text"].startswith(SKY)
+    assert choice["logprobs"]["tokens"][:4] == ["<|begin_of_text|>", "The", " sky", " is"]
+    assert choice["logprobs"]["token_logprobs"][0] is None
+
+
+async def test_echo_with_zero_max_tokens_counts_one_token(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=SKY, max_tokens=0, echo=True)
+    assert body["choices"][0]["text"] == SKY
+    assert body["usage"]["completion_tokens"] == 1
+
+
+async def test_every_sampling_field_is_accepted(real_stack: Any) -> None:
+    body = await complete(real_stack, prompt=SKY, max_tokens=4, temperature=0.7, top_p=0.9, top_k=20, min_p=0.05,
+                          presence_penalty=0.5, frequency_penalty=0.5, repetition_penalty=1.2, seed=3,
+                          priority="5", user="tester")
+    assert body["usage"]["completion_tokens"] == 4
+
+
+async def test_a_token_id_outside_the_vocabulary_is_refused_by_inference(real_stack: Any) -> None:
+    r = await real_stack.http.post("/v1/completions", headers=real_stack.auth(),
+                                   json={"prompt": [999999], "max_tokens": 1})
+    assert_error(r, 400, "invalid_request", type="invalid_request_error")
+
+
+async def test_stream_through_the_sdk(real_stack: Any) -> None:
+    client = real_stack.openai()
+    stream = await client.completions.create(model="llama-8b", prompt=SKY, max_tokens=3, stream=True,
+                                             stream_options={"include_usage": True})
+    chunks = [chunk async for chunk in stream]
+    assert chunks[-1].usage.completion_tokens == 3
+    assert "".join(c.choices[0].text for c in chunks if c.choices)
