@@ -151,3 +151,32 @@ def test_request_id_through_the_proxy(serve_stack: str) -> None:
     bad = httpx.get(f"{BASE}/models", headers={**auth(serve_stack), "X-Request-Id": "not valid!"})
     (generated,) = bad.headers.get_list("x-request-id")
     assert generated.startswith("req_") and len(generated) == 36
+
+
+def test_a_closed_stream_frees_its_place(serve_stack: str) -> None:
+    """The client leaves mid-stream: the request stops and leaves the model's in-flight count."""
+    import time
+
+    body = {"prompt": "The sky is", "max_tokens": 1500, "stream": True, "temperature": 0}
+    with httpx.stream("POST", f"{BASE}/completions", json=body, headers=auth(serve_stack), timeout=60) as r:
+        lines = r.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        backend = httpx.get(f"http://127.0.0.1:{PORT}/health").json()["backends"][0]
+        if backend["in_flight"] == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the cut stream still counts as in flight: {backend}")
+
+
+def test_boot_stages_travel_through_rays_kv(serve_stack: str) -> None:
+    from deployments.boot import BootReporter, deployment_state
+
+    reporter = BootReporter("ghost")
+    reporter.report("weights_loading")
+    state = run_async(deployment_state("ghost"))
+    assert (state.ready, state.stage) == (False, "weights_loading")
+    reporter.done()
+    assert run_async(deployment_state("ghost")).stage is None
+    assert run_async(deployment_state("tiny-llama")).ready is True

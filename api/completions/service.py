@@ -73,9 +73,15 @@ class CompletionService:
     async def _collect(self, assembly: CompletionAssembly, gateway: ModelGateway, request_id: str) -> tuple[dict, int]:
         async with gateway.admitted():
             try:
-                async for p, output in run_outputs(assembly, gateway, request_id):
-                    assembly.add(p, output)
+                # Without a stream the whole answer must come within the wait.
+                async with asyncio.timeout(self.settings.engine_timeout_s):
+                    async for p, output in run_outputs(assembly, gateway, request_id):
+                        assembly.add(p, output)
                 check_complete(assembly)
+            except TimeoutError as timeout:
+                error = errors.UpstreamDeadline(errors.DEADLINE_MESSAGE)
+                gateway.record(error)
+                raise error from timeout
             except errors.ApiError as error:
                 gateway.record(error)
                 raise

@@ -25,6 +25,15 @@ async def database_check(services: Any) -> dict[str, Any]:
     return {"ok": True, "latency_ms": int((time.perf_counter() - started) * 1000)}
 
 
+def pool_saturated(sessions: Any) -> bool:
+    """Every pooled connection is checked out (SQLite's pool has no fixed size)."""
+    pool = sessions.kw["bind"].pool
+    size, overflow = getattr(pool, "size", None), getattr(pool, "_max_overflow", 0)
+    if not callable(size) or overflow < 0:
+        return False
+    return pool.checkedout() >= size() + overflow
+
+
 def backend_json(model: Any, gateway: Any) -> dict[str, Any]:
     breaker = gateway.breaker
     open_for = breaker.retry_after()
@@ -47,7 +56,7 @@ async def health(request: Request) -> JSONResponse:
         "status": status,
         "wrapper": {
             "uptime_seconds": int(time.time() - services.started_at), "database": database,
-            "db_pool": {"saturated": False}, "runners": [],
+            "db_pool": {"saturated": pool_saturated(services.sessions)}, "runners": [],
         },
         "backends": backends, "degraded_backends": degraded, "degraded_reasons": reasons,
     }
