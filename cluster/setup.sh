@@ -27,4 +27,5 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
   touch "$STAMP"
 fi
 
-python -m cluster.build_models
+# GPU clusters load hub weights; they skip the local CPU models.
+[ -n "${ACS_SKIP_LOCAL_MODELS:-}" ] || python -m cluster.build_models

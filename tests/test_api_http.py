@@ -207,6 +207,15 @@ async def test_nothing_is_gzipped_without_accept_encoding(fake_stack):
     assert raw.startswith(b"{")
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: api/middleware.py GzipJsonMiddleware checks only that 'gzip' appears "
+                                       "in Accept-Encoding, so 'gzip;q=0' (RFC 9110: not acceptable) still gets gzip")
+async def test_gzip_refused_with_q_0_is_not_sent(fake_stack):
+    headers = {**fake_stack.auth(), "Accept-Encoding": "gzip;q=0, identity"}
+    response, raw = await raw_bytes(fake_stack, "GET", "/v1/models", headers=headers)
+    assert "content-encoding" not in response.headers
+    assert raw.startswith(b"{")
+
+
 async def test_a_stream_is_never_gzipped(fake_stack):
     headers = {**fake_stack.auth(), "Accept-Encoding": "gzip"}
     body = {**SKY, "max_tokens": 60, "stream": True, "logprobs": 5}  # well over 500 bytes

@@ -64,7 +64,7 @@ def test_gpu_models_capabilities_match_the_spec(gpu):
 def test_profiles_alias_llama_8b_to_their_cpu_default(test_profile):
     embedded = load_catalog("embedded")
     assert embedded.resolve("llama-8b").id == "smollm2-135m"
-    assert embedded.resolve("HuggingFaceTB/SmolLM2-135M").id == "smollm2-135m"
+    assert embedded.resolve("HuggingFaceTB/SmolLM2-135M-Instruct").id == "smollm2-135m"
     assert embedded.default.default is True
     assert test_profile.resolve("llama-8b").id == "tiny-llama"
     assert test_profile.resolve("acs/tiny-llama-random").id == "tiny-llama"
