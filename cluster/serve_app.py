@@ -12,6 +12,9 @@ from ray import serve
 from ray.serve import Application
 
 INGRESS_CPUS = 0.25
+# Serve's default (5) would queue requests in the proxy; the API's own limits
+# (per-key line, per-model in-flight cap) decide admission instead.
+INGRESS_MAX_ONGOING = 2000
 
 
 def model_deployment(spec: Any) -> Application:
@@ -23,7 +26,7 @@ def model_deployment(spec: Any) -> Application:
         name=deployment_name(spec.id),
         autoscaling_config=scaling,
         ray_actor_options=spec.ray_actor_options.model_dump(),
-        # Serve's default (100) matches the API's own in-flight cap per model.
+        # The API's own in-flight cap per model is 100: Serve must not cap lower.
         max_ongoing_requests=100,
         # A start on a cold GPU loads the weights: give the constructor room.
         health_check_period_s=10,
@@ -38,7 +41,9 @@ def build_application(profile: str) -> Application:
 
     catalog = load_catalog(profile)
     handles = {model_id: model_deployment(spec) for model_id, spec in catalog.models.items()}
-    return Ingress.options(name="ingress", ray_actor_options={"num_cpus": INGRESS_CPUS}).bind(handles, profile)
+    return Ingress.options(
+        name="ingress", ray_actor_options={"num_cpus": INGRESS_CPUS}, max_ongoing_requests=INGRESS_MAX_ONGOING,
+    ).bind(handles, profile)
 
 
 def build(args: dict[str, str]) -> Application:
