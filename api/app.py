@@ -9,7 +9,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from api.completions.router import router as completions_router
-from api.errors_http import install_error_handlers
+from api.errors_http import UnexpectedErrorMiddleware, install_error_handlers
 from api.health.router import router as health_router
 from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
 from api.models.router import router as models_router
@@ -32,6 +32,7 @@ def create_app() -> FastAPI:
         return JSONResponse(json.loads(SPEC.read_text()))
 
     # Outermost last: the request id wraps everything, CORS answers errors too.
+    app.add_middleware(UnexpectedErrorMiddleware)
     app.add_middleware(GzipJsonMiddleware)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        expose_headers=EXPOSED_HEADERS, allow_credentials=False)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -24,6 +25,37 @@ def error_response(request: Request, error: errors.ApiError) -> JSONResponse:
     # Set here too: the last-resort handler answers outside RequestIdMiddleware.
     headers = {**error.headers(), **({"X-Request-Id": request_id} if request_id else {})}
     return JSONResponse(error.body(request_id), status_code=error.status, headers=headers)
+
+
+class UnexpectedErrorMiddleware:
+    """Answers an unexpected exception with the 500 error object.
+
+    It sits inside CORS and gzip, unlike Starlette's last-resort handler, so
+    a browser can read this answer too. After the answer started (a stream)
+    nothing can be sent; the exception goes on to the server.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            if started:
+                raise
+            request = Request(scope)
+            log.exception("request %s failed", request_id_of(request))
+            await error_response(request, errors.InternalError(INTERNAL))(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:

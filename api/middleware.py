@@ -55,7 +55,7 @@ class GzipJsonMiddleware:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        accepts = scope["type"] == "http" and "gzip" in (_header(scope, b"accept-encoding") or "")
+        accepts = scope["type"] == "http" and accepts_gzip(_header(scope, b"accept-encoding") or "")
         if not accepts:
             return await self.app(scope, receive, send)
         start: dict | None = None
@@ -76,6 +76,20 @@ class GzipJsonMiddleware:
             await send({**message, "body": data})
 
         await self.app(scope, receive, maybe_compress)
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    """gzip (or *) listed without q=0, as RFC 9110 reads Accept-Encoding."""
+    for item in accept_encoding.split(","):
+        coding, _, params = item.strip().partition(";")
+        if coding.strip().lower() not in ("gzip", "*"):
+            continue
+        q = params.strip().lower().removeprefix("q=")
+        try:
+            return not params.strip() or float(q) > 0
+        except ValueError:
+            return False
+    return False
 
 
 def _compressible(start: dict, body: dict) -> bool:

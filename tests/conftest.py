@@ -25,6 +25,7 @@ from api.app import create_app  # noqa: E402
 from api.inference.clients import LocalEngineClient  # noqa: E402
 from api.services import Services, build_gateways  # noqa: E402
 from api.settings import Settings  # noqa: E402
+from api.tokenizers import TokenizerRegistry  # noqa: E402
 from cluster.catalog import load_catalog  # noqa: E402
 from ledger.db import make_engine, session_factory  # noqa: E402
 from ledger.keys import create_api_key, create_user  # noqa: E402
@@ -76,6 +77,8 @@ class ApiStack:
         return {"Authorization": f"Bearer {self.key}"}
 
 
+# Loading the Llama 3.1 tokenizer takes seconds: one registry for the session.
+SHARED_TOKENIZERS = TokenizerRegistry()
 TEST_SETTINGS = dict(keepalive_s=0.2, long_wait_s=1.0, engine_timeout_s=5.0, breaker_open_s=60.0)
 
 
@@ -84,7 +87,8 @@ async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:
     catalog = load_catalog("test")
     gateways = build_gateways(config, {model_id: LocalEngineClient(engine) for model_id in catalog.models})
     app = create_app()
-    app.state.services = Services(settings=config, catalog=catalog, gateways=gateways, sessions=sessions)
+    app.state.services = Services(settings=config, catalog=catalog, gateways=gateways, sessions=sessions,
+                                  tokenizers=SHARED_TOKENIZERS)
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api.test", timeout=60)
     return ApiStack(app, app.state.services, engine, await new_key(sessions), http)
 

@@ -11,7 +11,6 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from api.tokenizers import TokenizerRegistry
 from deployments.engine import EngineDead, EngineOutOfMemory, EngineRefused
 from ledger.keys import hash_key, set_key_status, set_standing
 from ledger.models import ApiKey, KeyStatus, Standing, User
@@ -35,13 +34,6 @@ SUSPENDED = "Your access to ACS Infra is suspended. Write to infra@acsresearch.o
 UNREACHABLE = "Could not reach Inference: Connection error."
 TIMED_OUT = "Could not reach Inference: Request timed out."
 
-# Loading the Llama 3.1 tokenizer takes seconds: load it once for the module.
-TOKENIZERS = TokenizerRegistry()
-
-
-@pytest.fixture(autouse=True)
-def shared_tokenizers(fake_stack):
-    fake_stack.services.tokenizers = TOKENIZERS
 
 
 async def complete(stack, **fields) -> httpx.Response:

@@ -81,7 +81,8 @@ class CompletionAssembly:
     def decode_ids(self, ids: list[int]) -> str:
         return "".join(self.decode(t) for t in ids)
 
-    def _logprobs(self, prompt: PromptState, state: ChoiceState, start: int, with_prompt: bool) -> Any:
+    def _logprobs(self, prompt: PromptState, state: ChoiceState, start: int, with_prompt: bool,
+                  initial_offset: int = 0) -> Any:
         k = self.planned.request.logprobs
         if k is None:
             return None
@@ -92,7 +93,7 @@ class CompletionAssembly:
         if not echo_only(self.planned):
             ids += state.token_ids[start:]
             positions += state.logprobs[start:]
-        return logprobs_json(ids, positions, k, self.decode)
+        return logprobs_json(ids, positions, k, self.decode, initial_offset)
 
     def _text(self, prompt: PromptState, generated: str, with_prompt: bool) -> str:
         head = self._prompt_text(prompt) if with_prompt else ""
@@ -102,10 +103,14 @@ class CompletionAssembly:
         prompt = self.prompts[p]
         with_prompt = self.planned.request.echo and not state.echoed
         state.echoed = state.echoed or with_prompt
+        # As vLLM streams them: offsets count on from the choice's earlier chunks.
+        logprobs = self._logprobs(prompt, state, start, with_prompt, state.streamed_offset)
+        if logprobs is not None:
+            state.streamed_offset += sum(len(token) for token in logprobs["tokens"])
         return {
             "index": p * self.planned.request.n + i,
             "text": self._text(prompt, delta_text, with_prompt),
-            "logprobs": self._logprobs(prompt, state, start, with_prompt),
+            "logprobs": logprobs,
             "finish_reason": state.finish_reason,
             "stop_reason": state.stop_reason,
             "_usage": self._choice_usage(prompt, state),

@@ -77,6 +77,8 @@ class ChoiceState:
     finish_reason: str | None = None
     stop_reason: str | int | None = None
     echoed: bool = False
+    # Characters of logprob tokens already streamed: the next text_offset.
+    streamed_offset: int = 0
 
     def add(self, delta: ChoiceDelta) -> None:
         self.text += delta.text
