@@ -16,7 +16,6 @@ import uuid  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any, AsyncIterator  # noqa: E402
 
-import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 import pytest  # noqa: E402
 import pytest_asyncio  # noqa: E402
@@ -30,21 +29,12 @@ from cluster.catalog import load_catalog  # noqa: E402
 from ledger.db import make_engine, session_factory  # noqa: E402
 from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
-
-PG_ADMIN_DSN = os.environ.get("ACS_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-PG_HOST = "127.0.0.1:5432"
-
+from tests.ledger_fixtures import PG_ADMIN_DSN, recreate_database, run_in_thread, sqlalchemy_url  # noqa: E402
 
 async def fresh_postgres(name: str) -> str:
     """A new, migrated PostgreSQL database; returns its SQLAlchemy URL."""
-    connection = await asyncpg.connect(PG_ADMIN_DSN, timeout=5)
-    try:
-        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await connection.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await connection.close()
-    user = PG_ADMIN_DSN.split("//", 1)[1].split("@", 1)[0]
-    url = f"postgresql+asyncpg://{user}@{PG_HOST}/{name}"
+    await recreate_database(name)
+    url = sqlalchemy_url(PG_ADMIN_DSN, name)
     await upgrade(url)
     return url
 

@@ -3,7 +3,7 @@
     from tests.ledger_fixtures import db_url, pg_url, sessions  # noqa: F401
 
 `db_url` is parametrized: each test runs on a fresh SQLite file and on a
-PostgreSQL database made for this test session (skipped if none answers).
+PostgreSQL database made for this test session (the tests fail without one).
 ACS_TEST_PG_ADMIN_URL names the server (an asyncpg DSN with a database to
 connect to while creating ours).
 """
@@ -52,7 +52,7 @@ def run_async(coroutine_function: Callable[..., Coroutine[Any, Any, T]], *args: 
     return run_in_thread(lambda: asyncio.run(coroutine_function(*args)))
 
 
-async def _recreate_database(name: str) -> None:
+async def recreate_database(name: str) -> None:
     connection = await asyncpg.connect(PG_ADMIN_DSN, timeout=5)
     try:
         await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -69,7 +69,7 @@ async def _drop_database(name: str) -> None:
         await connection.close()
 
 
-def _sqlalchemy_url(dsn: str, database: str) -> str:
+def sqlalchemy_url(dsn: str, database: str) -> str:
     base = dsn.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
     return f"{base}/{database}"
 
@@ -77,11 +77,9 @@ def _sqlalchemy_url(dsn: str, database: str) -> str:
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A PostgreSQL database made (and migrated) once for the test session."""
-    try:
-        run_async(_recreate_database, PG_TEST_DATABASE)
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as error:
-        pytest.skip(f"no PostgreSQL at {PG_ADMIN_DSN}: {error}")
-    url = _sqlalchemy_url(PG_ADMIN_DSN, PG_TEST_DATABASE)
+    # No skip without PostgreSQL: the ledger's tests must run on it.
+    run_async(recreate_database, PG_TEST_DATABASE)
+    url = sqlalchemy_url(PG_ADMIN_DSN, PG_TEST_DATABASE)
     run_async(upgrade, url)
     yield url
     run_async(_drop_database, PG_TEST_DATABASE)

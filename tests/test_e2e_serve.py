@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import subprocess
-import threading
 from typing import Any, Iterator
 
 import httpx
@@ -15,6 +14,7 @@ import openai
 import pytest
 
 from tests.conftest import fresh_postgres, new_key
+from tests.ledger_fixtures import run_in_thread
 from tests.spec import assert_error, validate
 
 PORT = int(os.environ.get("ACS_TEST_SERVE_PORT", "8123"))
@@ -23,11 +23,7 @@ BASE = f"http://127.0.0.1:{PORT}/v1"
 
 def run_async(coroutine: Any) -> Any:
     """Run a coroutine to completion outside any running event loop."""
-    result: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: result.update(value=asyncio.run(coroutine)))
-    thread.start()
-    thread.join()
-    return result["value"]
+    return run_in_thread(asyncio.run, coroutine)
 
 
 async def _ledger() -> tuple[str, str]:
