@@ -30,6 +30,9 @@ def build_services(model_handles: dict[str, Any], profile: str) -> Services:
 class Ingress:
     def __init__(self, model_handles: dict[str, Any], profile: str) -> None:
         self.services = build_services(model_handles, profile)
+        # Load each tokenizer now, not on the first request (it imports transformers).
+        for model in self.services.served_models():
+            self.services.tokenizers.get(model)
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         app = create_app()

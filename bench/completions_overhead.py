@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,8 +43,8 @@ from deployments.vllm_runtime import prepare_environment  # noqa: E402
 
 MODEL_ID = "smollm2-135m"  # the embedded profile's default
 TOKEN_TOLERANCE = 0.05
+OTHER_CPU_WARN = 0.10
 KEY_LINE = re.compile(r"export ACS_API_KEY=(\S+)")
-KEY_FILE = REPO_ROOT / "var" / "local-api-key"  # cluster.embedded overwrites it
 
 SUBJECTS = [
     "France", "Germany", "Italy", "Spain", "Japan", "Canada", "Brazil", "Egypt",
@@ -79,6 +79,7 @@ class SideResult:
     p50_ms: float
     p90_ms: float
     startup_s: float
+    other_cpu: float  # share of the machine's CPU that other processes used meanwhile
     texts: dict[int, str] = field(default_factory=dict, repr=False)
 
 
@@ -91,8 +92,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def summarize(name: str, samples: list[Sample], elapsed: float, startup: float,
-              prompt_of: Callable[[int], int]) -> SideResult:
+def summarize(name: str, samples: list[Sample], elapsed: float, startup: float, other_cpu: float) -> SideResult:
     latencies = [s.latency_s for s in samples]
     completion = sum(s.completion_tokens for s in samples)
     return SideResult(
@@ -100,8 +100,8 @@ def summarize(name: str, samples: list[Sample], elapsed: float, startup: float,
         prompt_tokens=sum(s.prompt_tokens for s in samples), completion_tokens=completion,
         req_per_s=len(samples) / elapsed, tok_per_s=completion / elapsed,
         p50_ms=percentile(latencies, 0.5) * 1000, p90_ms=percentile(latencies, 0.9) * 1000,
-        startup_s=round(startup, 1),
-        texts={prompt_of(i): s.text for i, s in enumerate(samples)},
+        startup_s=round(startup, 1), other_cpu=round(other_cpu, 3),
+        texts={i % len(PROMPTS): s.text for i, s in enumerate(samples)},
     )
 
 
@@ -148,10 +148,12 @@ def http_client(base: str, key: str | None, concurrency: int) -> Any:
     return httpx.AsyncClient(base_url=base, headers=headers, limits=limits, timeout=600, trust_env=False)
 
 
-async def measure(base: str, key: str | None, model: str, args: argparse.Namespace) -> tuple[list[Sample], float]:
+async def measure(base: str, key: str | None, model: str, args: argparse.Namespace,
+                  probe: OtherLoad) -> tuple[list[Sample], float]:
     async with http_client(base, key, args.concurrency) as client:
         if args.warmup:
             await run_load(client, model, args.warmup, args.concurrency, args.max_tokens)
+        probe.start()
         return await run_load(client, model, args.requests, args.concurrency, args.max_tokens)
 
 
@@ -170,16 +172,56 @@ def session_members(sid: int) -> list[int]:
     """Pids whose session is `sid`: the server and everything it started (Ray's setpgrp keeps the session)."""
     pids = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        fields = proc_stat_fields(entry.name) if entry.name.isdigit() else None
+        if fields is None:
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
         if int(fields[3]) == sid and fields[0] != "Z" and int(entry.name) != os.getpid():
             pids.append(int(entry.name))
     return pids
+
+
+def proc_stat_fields(pid: int | str) -> list[str] | None:
+    """/proc/PID/stat from the state field on (the command name may hold spaces)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()
+
+
+class OtherLoad:
+    """CPU that processes other than the bench and its server used while it measured.
+
+    Anything else on the machine (a test run, a build) distorts the figures,
+    vLLM's far more than ours: its engine's OpenMP threads are pinned to
+    every core and stall when one is taken.
+    """
+
+    def __init__(self, sid: int) -> None:
+        self.sid = sid
+
+    def _ours(self) -> int:
+        total = 0
+        for pid in [*session_members(self.sid), os.getpid()]:
+            fields = proc_stat_fields(pid)
+            if fields is not None:
+                # utime + stime, and the same for its reaped children (Ray runs short-lived helpers)
+                total += sum(int(v) for v in fields[11:15])
+        return total
+
+    @staticmethod
+    def _busy() -> int:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        return values[0] + values[1] + values[2]  # user, nice, system: what processes use
+
+    def start(self) -> None:
+        self.t0, self.busy0, self.ours0 = time.monotonic(), self._busy(), self._ours()
+
+    def stop(self) -> float:
+        """Share of the machine's CPU time (0..1) used by others since start."""
+        other = (self._busy() - self.busy0) - (self._ours() - self.ours0)
+        available = (time.monotonic() - self.t0) * os.sysconf("SC_CLK_TCK") * (os.cpu_count() or 1)
+        return max(0.0, other / available)
 
 
 class Server:
@@ -292,7 +334,8 @@ def vllm_command(model_dir: str, port: int, engine_args: dict[str, Any]) -> list
 def start_vllm(args: argparse.Namespace, tmp: Path, engine_args: dict[str, Any]) -> tuple[Server, str, None]:
     cmd = vllm_command(args.model_dir, args.vllm_port, engine_args)
     print("[bench] vllm:", " ".join(cmd[1:]), flush=True)
-    server = Server("vllm", cmd, base_env(tmp), tmp / "vllm.log")
+    extra = dict(item.split("=", 1) for item in args.vllm_env)
+    server = Server("vllm", cmd, {**base_env(tmp), **extra}, tmp / "vllm.log")
     base = f"http://127.0.0.1:{args.vllm_port}/v1"
     wait_until(server, lambda: get_ok(f"{base}/models") is not None, args.start_timeout, "GET /v1/models")
     return server, base, None
@@ -326,19 +369,10 @@ def start_ours(args: argparse.Namespace, tmp: Path) -> tuple[Server, str, str]:
     return server, base, key
 
 
-class KeyFileGuard:
-    """cluster.embedded writes the fresh ledger's key to var/local-api-key; put the old one back."""
-
-    def __enter__(self) -> KeyFileGuard:
-        self.saved = KEY_FILE.read_bytes() if KEY_FILE.exists() else None
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self.saved is None:
-            KEY_FILE.unlink(missing_ok=True)
-        else:
-            KEY_FILE.write_bytes(self.saved)
-            KEY_FILE.chmod(0o600)
+def remove_bench_key_file(tmp: Path) -> None:
+    """cluster.embedded keeps one key file per ledger; the bench's ledger is temporary."""
+    url = f"sqlite+aiosqlite:///{tmp / 'acs.db'}"
+    (REPO_ROOT / "var" / f"local-api-key.{hashlib.sha256(url.encode()).hexdigest()[:8]}").unlink(missing_ok=True)
 
 
 # -- one side, start to stop ---------------------------------------------------------------
@@ -349,11 +383,12 @@ def run_side(name: str, start: Callable[[], tuple[Server, str, str | None]], arg
         server, base, key = start()
         startup = time.monotonic() - t0
         print(f"[bench] {name} ready after {startup:.0f} s; warmup {args.warmup}, then {args.requests} requests", flush=True)
+        probe = OtherLoad(server.proc.pid)
         try:
-            samples, elapsed = asyncio.run(measure(base, key, MODEL_ID, args))
+            samples, elapsed = asyncio.run(measure(base, key, MODEL_ID, args, probe))
         except RequestFailed as error:
             raise RuntimeError(f"{name}: {error}; server log tail:\n{server.tail()}") from error
-        return summarize(name, samples, elapsed, startup, lambda i: i % len(PROMPTS))
+        return summarize(name, samples, elapsed, startup, probe.stop())
     finally:
         if server is not None:
             server.stop(args.stop_timeout)
@@ -386,9 +421,15 @@ def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, 
             print(side_line(sides[name]))
     out: dict[str, Any] = {
         "requests": args.requests, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
-        "warmup": args.warmup, "model_dir": args.model_dir,
+        "warmup": args.warmup, "model_dir": args.model_dir, "vllm_env": args.vllm_env,
         **{name: {k: v for k, v in asdict(r).items() if k != "texts"} for name, r in sides.items()},
     }
+    print("other processes' CPU while measuring: "
+          + ", ".join(f"{r.name} {r.other_cpu:.0%}" for r in sides.values()))
+    for r in sides.values():
+        if r.other_cpu > OTHER_CPU_WARN:
+            print(f"WARNING: other processes used {r.other_cpu:.0%} of the CPUs while {r.name} was measured; "
+                  "its figures are not a clean measurement")
     if len(sides) == 2:
         cmp = compare(sides["ours"], sides["vllm"])
         print(f"ratio (ours/vllm throughput): {cmp['throughput_ratio']:.2f}   added p50: {cmp['added_p50_ms']:.0f} ms")
@@ -420,10 +461,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--start-timeout", type=float, default=900, help="seconds for a server to become ready")
     p.add_argument("--stop-timeout", type=float, default=120, help="seconds after SIGTERM before SIGKILL")
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--vllm-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra environment for vLLM's server only (repeatable), for experiments")
     p.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the server logs")
     args = p.parse_args()
     if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.warmup < 0:
         p.error("--requests, --concurrency and --max-tokens must be >= 1, --warmup >= 0")
+    if any("=" not in item for item in args.vllm_env):
+        p.error("--vllm-env takes KEY=VALUE")
     if args.skip_ours and args.skip_vllm:
         p.error("nothing to run with both --skip-ours and --skip-vllm")
     return args
@@ -445,8 +490,17 @@ def check_ports(args: argparse.Namespace) -> None:
             sys.exit(f"port {port} is in use on 127.0.0.1; pick another (--ours-port / --vllm-port)")
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so the `finally` blocks stop the servers and clean up."""
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main() -> int:
     args = parse_args()
+    exit_on_sigterm()
     prepare_environment(cpu=True)  # VLLM_ENABLE_V1_MULTIPROCESSING=0 etc., inherited by both servers
     prepare_ray_environment()
     engine_args = engine_setup(args)
@@ -458,8 +512,10 @@ def main() -> int:
         if not args.skip_vllm:
             sides["vllm"] = run_side("vllm", lambda: start_vllm(args, tmp, engine_args), args)
         if not args.skip_ours:
-            with KeyFileGuard():
+            try:
                 sides["ours"] = run_side("ours", lambda: start_ours(args, tmp), args)
+            finally:
+                remove_bench_key_file(tmp)
         failed = False
     finally:
         if failed or args.keep_logs:
@@ -479,4 +535,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as interrupted:
+        sys.exit(f"completions_overhead: interrupted ({interrupted or 'SIGINT'}); servers stopped")

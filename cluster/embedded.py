@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import signal
 import threading
@@ -15,7 +16,11 @@ from pathlib import Path
 
 from deployments.vllm_runtime import REPO_ROOT, prepare_environment
 
-KEY_FILE = REPO_ROOT / "var" / "local-api-key"
+def key_file() -> Path:
+    """Where the local user's key is kept: one file per ledger."""
+    url = os.environ.get("ACS_DATABASE_URL")
+    suffix = "." + hashlib.sha256(url.encode()).hexdigest()[:8] if url else ""
+    return REPO_ROOT / "var" / f"local-api-key{suffix}"
 
 
 async def prepare_ledger() -> str:
@@ -27,12 +32,13 @@ async def prepare_ledger() -> str:
     url = os.environ.get("ACS_DATABASE_URL") or database_url_from_env()
     await upgrade(url)
     key = await ensure_local_user_and_key(url)
+    path = key_file()
     if key is not None:
-        KEY_FILE.parent.mkdir(parents=True, exist_ok=True)
-        KEY_FILE.write_text(key + "\n")
-        KEY_FILE.chmod(0o600)
-    if KEY_FILE.exists():
-        return KEY_FILE.read_text().strip()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(key + "\n")
+        path.chmod(0o600)
+    if path.exists():
+        return path.read_text().strip()
     return "(the local user exists; make a key: python -m ledger.admin key create --user local --name NAME)"
 
 

@@ -11,6 +11,8 @@ def prepare_ray_environment() -> None:
     # Explicit, or the first ray.init writes ~/.ray/auth_token and later clusters demand it.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # Ray runs workers at nice 15; the engine and the ingress are the service here.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     # Serve's proxy reads this when it starts: one X-Request-Id, as the spec says.
     os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", "cluster.proxy_middleware:middlewares")
 

@@ -40,6 +40,9 @@ class SamplingSpec:
     logprobs: int | None = None
     prompt_logprobs: int | None = None
     priority: int = 0
+    # One output at the end instead of one per step: a request without a
+    # stream then crosses the replica boundary once, not once per token.
+    final_only: bool = False
 
 
 @dataclass

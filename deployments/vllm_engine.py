@@ -38,7 +38,8 @@ def to_sampling_params(spec: SamplingSpec) -> Any:
         presence_penalty=spec.presence_penalty, frequency_penalty=spec.frequency_penalty,
         repetition_penalty=spec.repetition_penalty, seed=spec.seed, stop=list(spec.stop) or None,
         logprobs=spec.logprobs, prompt_logprobs=spec.prompt_logprobs,
-        output_kind=RequestOutputKind.DELTA, skip_special_tokens=True,
+        output_kind=RequestOutputKind.FINAL_ONLY if spec.final_only else RequestOutputKind.DELTA,
+        skip_special_tokens=True,
     )
 
 

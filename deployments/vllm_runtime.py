@@ -12,8 +12,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 CPU_DEFAULTS = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
-    # One process: the uni executor starts in seconds, and vllm-lens reads
-    # the model runner in the same process.
+    # AsyncLLM always runs its EngineCore in a child process; this keeps the
+    # synchronous LLM (tests, benches) in one process, which starts faster.
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_CPU_OMP_THREADS_BIND": "0-1",
     "HF_HUB_OFFLINE": "1",
@@ -23,8 +23,20 @@ CPU_DEFAULTS = {
 }
 
 
+def bound_cpus(spec: str) -> int:
+    """How many CPUs a VLLM_CPU_OMP_THREADS_BIND value such as "0-1,4" names."""
+    count = 0
+    for part in filter(None, spec.split(",")):
+        low, _, high = part.partition("-")
+        count += int(high or low) - int(low) + 1
+    return count
+
+
 def prepare_environment(cpu: bool = True) -> None:
     os.environ.setdefault("VLLM_CACHE_ROOT", str(REPO_ROOT / ".vllm_cache"))
     if cpu:
         for key, value in CPU_DEFAULTS.items():
             os.environ.setdefault(key, value)
+        # Ray sets OMP_NUM_THREADS=1 in an actor with a fraction of a CPU, and
+        # the EngineCore process inherits it: give it the cores it is bound to.
+        os.environ["OMP_NUM_THREADS"] = str(bound_cpus(os.environ["VLLM_CPU_OMP_THREADS_BIND"]))

@@ -18,6 +18,7 @@ def engine_requests(assembly: CompletionAssembly, request_id: str) -> list[Gener
     max_tokens = 1 if echo_only(planned) else planned.max_tokens
     sampling = planned.sampling(max_tokens)
     sampling.prompt_logprobs = engine_prompt_logprobs(planned)
+    sampling.final_only = not planned.request.stream
     return [
         GenerateRequest(request_id=f"{request_id}-{p}", prompt_token_ids=ids, sampling=sampling)
         for p, ids in enumerate(planned.prompt_token_ids)
