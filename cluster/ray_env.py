@@ -11,6 +11,9 @@ def prepare_ray_environment() -> None:
     # Explicit, or the first ray.init writes ~/.ray/auth_token and later clusters demand it.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # Serve's controller wakes every 0.1 s by default; on a 2-core machine each
+    # wake-up can stall a step of the engine's OpenMP threads.
+    os.environ.setdefault("RAY_SERVE_CONTROL_LOOP_INTERVAL_S", "0.5")
     # Ray runs workers at nice 15; the engine and the ingress are the service here.
     os.environ.setdefault("RAY_worker_niceness", "0")
     # Serve's proxy reads this when it starts: one X-Request-Id, as the spec says.

@@ -17,14 +17,20 @@ INGRESS_CPUS = 0.25
 INGRESS_MAX_ONGOING = 2000
 
 
+def replica_count(scaling: Any) -> dict[str, Any]:
+    """Autoscaling when the catalog allows a range; a fixed count (no metrics to collect) otherwise."""
+    if scaling.min_replicas == scaling.max_replicas:
+        return {"num_replicas": scaling.min_replicas}
+    return {"autoscaling_config": scaling.model_dump(exclude_none=True)}
+
+
 def model_deployment(spec: Any) -> Application:
     from deployments.boot import deployment_name
     from deployments.model_server import ModelServer
 
-    scaling = spec.autoscaling.model_dump(exclude_none=True)
     return serve.deployment(ModelServer).options(
         name=deployment_name(spec.id),
-        autoscaling_config=scaling,
+        **replica_count(spec.autoscaling),
         ray_actor_options=spec.ray_actor_options.model_dump(),
         # The API's own in-flight cap per model is 100: Serve must not cap lower.
         max_ongoing_requests=100,
