@@ -43,7 +43,8 @@ def clamp_header(planned: PlannedRequest, max_model_len: int) -> dict[str, str]:
     if not planned.deadline_clamped:
         return {}
     room = max(1, max_model_len - len(planned.prompt_token_ids[0]))
-    value = f"requested={min(OUTPUT_CAP, room)},applied={planned.max_tokens},reason=deadline,source=default"
+    # The cookbook: "A header with reason=deadline has no source."
+    value = f"requested={min(OUTPUT_CAP, room)},applied={planned.max_tokens},reason=deadline"
     return {"X-Acs-Max-Tokens-Clamped": value}
 
 
