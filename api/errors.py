@@ -181,3 +181,42 @@ UNREACHABLE_MESSAGE = "Could not reach Inference: Connection error."
 DEADLINE_MESSAGE = "Could not reach Inference: Request timed out."
 STREAM_CUT_MESSAGE = "Inference ended the stream before it was complete."
 ANSWER_MISFIT_PREFIX = "Inference's answer does not fit the request: "
+
+
+# 429 tokens and spending ------------------------------------------------------
+class BudgetExceeded(ApiError):
+    status, type, code, should_retry = 429, "invalid_request_error", "budget_exceeded", False
+
+
+class SpendCap(ApiError):
+    status, type, code, should_retry, retry_after = 429, "invalid_request_error", "spend_cap", False, 3600
+
+
+SPEND_CAP_MESSAGE = (
+    "New GPU work is paused to limit spending. Work that already runs finishes; "
+    "try again in an hour."
+)
+
+
+# 429 traffic ------------------------------------------------------------------
+# Messages live in api/traffic/messages.py; both answers carry Retry-After and
+# no x-should-retry, so the openai SDK waits and sends the request again.
+class RateLimited(ApiError):
+    status, type, code = 429, "rate_limit_error", "rate_limited"
+
+
+class QueueFull(ApiError):
+    status, type, code, retry_after = 429, "rate_limit_error", "queue_full", 5
+
+
+# 409 idempotency --------------------------------------------------------------
+class IdempotencyRunning(ApiError):
+    status, type, code, retry_after = 409, "invalid_request_error", "running", 1
+
+
+class IdempotencyNoAnswer(ApiError):
+    status, type, code, should_retry = 409, "invalid_request_error", "no_answer", False
+
+
+class IdempotencyConflict(ApiError):
+    status, type, code, should_retry = 409, "invalid_request_error", "idempotency_conflict", False

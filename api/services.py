@@ -21,6 +21,9 @@ class Services:
     catalog: Any  # cluster.catalog.Catalog
     gateways: dict[str, ModelGateway]
     sessions: Any  # async_sessionmaker of the ledger
+    ledger: Any  # api.budget.TokenLedger
+    traffic: Any  # api.traffic.limits.Traffic
+    idempotency: Any  # api.idempotency.Idempotency
     tokenizers: TokenizerRegistry = field(default_factory=TokenizerRegistry)
     started_at: float = field(default_factory=time.time)
 
@@ -33,6 +36,19 @@ class Services:
             ids = ", ".join(self.catalog.models)
             raise errors.ModelNotFound(MODEL_NOT_FOUND.format(name=name, ids=ids), "model")
         return model
+
+
+def build_ledger(settings: Settings, engine: Any) -> tuple[Any, Any]:
+    """Read sessions, and the ledger whose money transactions lock what they touch."""
+    from api.budget import TokenLedger
+    from ledger.db import session_factory
+
+    sessions = session_factory(engine)
+    # On SQLite, IMMEDIATE takes the write lock at BEGIN: its SELECT ... FOR UPDATE.
+    write_sessions = session_factory(engine.execution_options(sqlite_begin="IMMEDIATE"))
+    ledger = TokenLedger(sessions, write_sessions, request_url=settings.budget_request_url,
+                         default_allowance=settings.monthly_allowance, lease_s=settings.hold_lease_s)
+    return sessions, ledger
 
 
 def build_gateways(settings: Settings, clients: dict[str, EngineClient]) -> dict[str, ModelGateway]:

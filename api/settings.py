@@ -25,6 +25,12 @@ class Settings(BaseSettings):
     # Without a container report, a model counts as Warm this long after an answer.
     warm_after_answer_s: float = 300.0
     budget_request_url: str = "https://v2.infra.acsresearch.org/usage/request"
+    monthly_allowance: int = 5_000_000
+    # A Hold whose process stops renewing it this long is released.
+    hold_lease_s: float = 60.0
+    # Shared traffic state (buckets, the per-key line) for several ingress
+    # replicas; without it, one process keeps them (the embedded default).
+    redis_url: str | None = None
 
 
 @lru_cache

@@ -99,3 +99,129 @@ Index(
     postgresql_where=_LIVE,
     sqlite_where=_LIVE,
 )
+
+
+# -- Tokens: allowances, Budgets, Grants, Holds ------------------------------
+
+
+class HoldState(str, enum.Enum):
+    held = "held"
+    settled = "settled"
+    released = "released"
+
+
+class PaysFrom(str, enum.Enum):
+    allowance = "allowance"
+    budget = "budget"
+
+
+class UsageSource(str, enum.Enum):
+    api = "api"
+    job = "job"
+    loom = "loom"
+    harvest = "harvest"
+
+
+class Counting(str, enum.Enum):
+    reported = "reported"  # Inference's usage
+    partial = "partial"    # the tokens a cut stream sent
+    held = "held"          # the whole Hold: a request stopped without a count
+
+
+class UsageStatus(str, enum.Enum):
+    running = "running"
+    completed = "completed"
+    failed = "failed"
+    stopped = "stopped"
+
+
+class Budget(SQLModel, table=True):
+    """A User's Budget, or one API key's own Budget (key_id set)."""
+
+    __tablename__ = "budgets"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False, index=True))
+    key_id: uuid.UUID | None = Field(
+        default=None, sa_column=Column(Uuid(), ForeignKey("api_keys.id"), nullable=True, unique=True)
+    )
+    # Tokens left. Holds take from it; it never goes below 0.
+    tokens: int = Field(default=0, sa_column=Column(BigInteger(), nullable=False, default=0))
+
+
+class MonthlyUsage(SQLModel, table=True):
+    """Tokens of one User's allowance taken in one UTC month (Holds included)."""
+
+    __tablename__ = "monthly_usage"
+
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), primary_key=True))
+    month: str = Field(sa_column=Column(String(7), primary_key=True))  # "2026-11"
+    used: int = Field(default=0, sa_column=Column(BigInteger(), nullable=False, default=0))
+
+
+class Grant(SQLModel, table=True):
+    __tablename__ = "grants"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False, index=True))
+    key_id: uuid.UUID | None = Field(default=None, sa_column=Column(Uuid(), ForeignKey("api_keys.id"), nullable=True))
+    tokens: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    note: str = Field(default="", sa_column=Column(String(200), nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+
+
+class Hold(SQLModel, table=True):
+    """One request's Hold, and once it ends, its Usage row.
+
+    A Hold is taken whole from this month's allowance or from the Budget
+    (`pays_from`), and from the key's own Budget too when it has one. It
+    ends once: settled to what the request used, or released (costs nothing).
+    `owner` and `lease_until` let a restart release the Holds of requests
+    that died with their process.
+    """
+
+    __tablename__ = "holds"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False))
+    key_id: uuid.UUID | None = Field(default=None, sa_column=Column(Uuid(), ForeignKey("api_keys.id"), nullable=True))
+    source: UsageSource = Field(default=UsageSource.api, sa_column=_state(UsageSource, "source"))
+    model: str = Field(sa_column=Column(String(100), nullable=False))
+    request_id: str = Field(default="", sa_column=Column(String(64), nullable=False, default=""))
+    month: str = Field(sa_column=Column(String(7), nullable=False))
+    tokens: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    pays_from: PaysFrom = Field(sa_column=_state(PaysFrom, "pays_from"))
+    key_budget: bool = Field(default=False, nullable=False)
+    state: HoldState = Field(default=HoldState.held, sa_column=_state(HoldState, "state"))
+    status: UsageStatus = Field(default=UsageStatus.running, sa_column=_state(UsageStatus, "status"))
+    counting: Counting | None = Field(
+        default=None,
+        sa_column=Column(Enum(Counting, name="counting", native_enum=False, create_constraint=True, length=16,
+                              values_callable=lambda m: [x.value for x in m]), nullable=True),
+    )
+    used: int = Field(default=0, sa_column=Column(BigInteger(), nullable=False, default=0))
+    owner: str = Field(default="", sa_column=Column(String(64), nullable=False, default=""))
+    lease_until: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+    ended_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+
+
+Index("ix_holds_state_lease_until", Hold.__table__.c.state, Hold.__table__.c.lease_until)
+Index("ix_holds_user_id_created_at", Hold.__table__.c.user_id, Hold.__table__.c.created_at)
+Index("ix_holds_key_id_month", Hold.__table__.c.key_id, Hold.__table__.c.month)
+
+
+class SpendStop(SQLModel, table=True):
+    """The spend stop: one row; while `locked`, new GPU work gets 429 spend_cap."""
+
+    __tablename__ = "spend_stop"
+
+    id: int = Field(default=1, sa_column=Column(BigInteger(), primary_key=True))
+    locked: bool = Field(default=False, nullable=False)
+    reason: str = Field(default="", sa_column=Column(String(200), nullable=False, default=""))
+    changed_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+
+# One Budget of the User itself (key_id NULL) per User.
+_USER_BUDGET = text("key_id IS NULL")
+Index("uq_budgets_user_id_own", Budget.__table__.c.user_id, unique=True,
+      postgresql_where=_USER_BUDGET, sqlite_where=_USER_BUDGET)

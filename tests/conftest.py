@@ -22,7 +22,9 @@ import pytest_asyncio  # noqa: E402
 
 from api.app import create_app  # noqa: E402
 from api.inference.clients import LocalEngineClient  # noqa: E402
-from api.services import Services, build_gateways  # noqa: E402
+from api.services import Services, build_gateways, build_ledger  # noqa: E402
+from api.traffic.limits import traffic_from_settings  # noqa: E402
+from api.idempotency import Idempotency  # noqa: E402
 from api.settings import Settings  # noqa: E402
 from api.tokenizers import TokenizerRegistry  # noqa: E402
 from cluster.catalog import load_catalog  # noqa: E402
@@ -77,7 +79,10 @@ async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:
     catalog = load_catalog("test")
     gateways = build_gateways(config, {model_id: LocalEngineClient(engine) for model_id in catalog.models})
     app = create_app()
+    sessions, ledger = build_ledger(config, sessions.kw["bind"])
     app.state.services = Services(settings=config, catalog=catalog, gateways=gateways, sessions=sessions,
+                                  ledger=ledger, traffic=traffic_from_settings(config.redis_url),
+                                  idempotency=Idempotency(sessions),
                                   tokenizers=SHARED_TOKENIZERS)
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api.test", timeout=60)
     return ApiStack(app, app.state.services, engine, await new_key(sessions), http)

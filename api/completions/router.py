@@ -4,10 +4,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from api import errors
-from api.auth import ApiKeyDep, services_of
+from api.auth import WorkKeyDep, services_of
 from api.body import read_capped, read_json
 from api.completions.service import CompletionService
 from api.errors_http import request_id_of
+from api.idempotency import idempotency_key
 
 router = APIRouter()
 
@@ -18,10 +19,11 @@ CHAT_REFUSAL = (
 
 
 @router.post("/v1/completions")
-async def create_completion(request: Request, _: ApiKeyDep):
+async def create_completion(request: Request, principal: WorkKeyDep):
     services = services_of(request)
+    key = idempotency_key(request)
     body = await read_json(request, services.settings.max_body_bytes)
-    return await CompletionService(services).create(body, request_id_of(request))
+    return await CompletionService(services).create(body, request_id_of(request), principal, key)
 
 
 # openapi.json gives this route no security: it refuses before any key check.

@@ -1,24 +1,33 @@
-"""POST /v1/completions: validate, plan, run on the model, answer."""
+"""POST /v1/completions: validate, admit (line, Hold), run on the model,
+answer, and settle the Hold by the spec's one rule."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from api import errors
+from api.budget import clamp_value
 from api.completions.assembly import CompletionAssembly
 from api.completions.planning import plan
 from api.completions.request import PlannedRequest
 from api.completions.runner import run_outputs
+from api.completions.settlement import Settlement
 from api.completions.streaming import DONE, spaced_json, sse, with_keepalives
 from api.completions.validation import parse_completion_request
-from api.inference.gateway import ModelGateway
+from api.idempotency import replay_response
+from api.inference.gateway import ModelGateway, map_failure
 from api.services import Services
+from ledger.idempotency import Replay, Started
+from ledger.models import UsageStatus
+from ledger.tokens import HoldAsk
 
 OUTPUT_CAP = 32_000
+ROUTE = "POST /v1/completions"
 
 
 @dataclass(frozen=True)
@@ -38,14 +47,36 @@ def model_facts(model: Any, vocab_size: int | None) -> ModelFacts:
                       model.n_layers, model.hidden_size, vocab_size)
 
 
-def clamp_header(planned: PlannedRequest, max_model_len: int) -> dict[str, str]:
-    """X-Acs-Max-Tokens-Clamped when the default was cut to the non-stream deadline."""
-    if not planned.deadline_clamped:
-        return {}
-    room = max(1, max_model_len - len(planned.prompt_token_ids[0]))
-    # The cookbook: "A header with reason=deadline has no source."
-    value = f"requested={min(OUTPUT_CAP, room)},applied={planned.max_tokens},reason=deadline"
-    return {"X-Acs-Max-Tokens-Clamped": value}
+def hold_ask(planned: PlannedRequest, principal: Any, model_id: str, request_id: str) -> HoldAsk:
+    r = planned.request
+    return HoldAsk(
+        user_id=principal.user_id, key_id=principal.key_id, model=model_id,
+        prompt_tokens=sum(len(ids) for ids in planned.prompt_token_ids),
+        choices=len(planned.prompt_token_ids) * r.n, max_tokens=planned.max_tokens,
+        may_lower=True, request_id=request_id,
+    )
+
+
+def clamp_header(planned: PlannedRequest, applied: int, max_model_len: int) -> dict[str, str]:
+    """X-Acs-Max-Tokens-Clamped when the deadline or the Budget lowered max_tokens."""
+    budget = applied < planned.max_tokens
+    if planned.deadline_clamped and not budget:
+        requested = min(OUTPUT_CAP, max(1, max_model_len - len(planned.prompt_token_ids[0])))
+    else:
+        requested = planned.max_tokens
+    value = clamp_value(requested, applied, budget=budget, deadline=planned.deadline_clamped,
+                        source=planned.max_tokens_source)
+    return {"X-Acs-Max-Tokens-Clamped": value} if value else {}
+
+
+@dataclass
+class Admitted:
+    """A request with its place in the key's line and its Hold."""
+
+    assembly: CompletionAssembly
+    settlement: Settlement
+    headers: dict[str, str]
+    exits: contextlib.AsyncExitStack
 
 
 class CompletionService:
@@ -57,70 +88,137 @@ class CompletionService:
         request = parse_completion_request(body)
         model = self.services.resolve_model(request.model)
         tokenizer = self.services.tokenizers.get(model)
-        facts = model_facts(model, tokenizer.vocab_size)
-        planned = plan(request, model=facts, count_tokens=tokenizer.encode)
+        planned = plan(request, model=model_facts(model, tokenizer.vocab_size), count_tokens=tokenizer.encode)
         return planned, model
 
-    async def create(self, body: Any, request_id: str) -> Any:
-        planned, model = self.prepare(body)
+    async def create(self, body: Any, request_id: str, principal: Any, idempotency_key: str | None = None) -> Any:
+        # Tokenizing a large prompt must not stall the other requests' event loop.
+        planned, model = await asyncio.to_thread(self.prepare, body)
+        await self.services.ledger.check_spend_stop()
+        claim = await self._claim(principal, idempotency_key, body)
+        if isinstance(claim, Replay):
+            return replay_response(claim)
         gateway = self.services.gateways[model.id]
-        assembly = CompletionAssembly(planned, model.served_model_name, self.services.tokenizers.get(model).decode)
-        headers = clamp_header(planned, model.max_model_len)
-        if planned.request.stream:
-            return await self._stream(assembly, gateway, request_id, headers)
-        return await self._complete(assembly, gateway, request_id, headers)
+        try:
+            if planned.request.stream:
+                return await self._stream(planned, model, gateway, request_id, principal, claim)
+            return await self._complete(planned, model, gateway, request_id, principal, claim)
+        except BaseException:
+            # Failed before it was charged (the Hold released or never taken): the key is free.
+            await self._free(claim)
+            raise
+
+    # -- Idempotency-Key ------------------------------------------------------------
+    async def _claim(self, principal: Any, key: str | None, body: Any) -> Started | Replay | None:
+        if key is None:
+            return None
+        return await self.services.idempotency.start(principal.user_id, key, ROUTE, body)
+
+    async def _free(self, claim: Started | None) -> None:
+        if claim is not None:
+            await self.services.idempotency.free(claim.record_id)
+
+    # -- admission: the key's line, then the Hold ----------------------------------
+    async def _admit(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
+                     request_id: str, principal: Any) -> Admitted:
+        exits = contextlib.AsyncExitStack()
+        try:
+            # A waiting request holds no tokens: the Hold comes once it has a place.
+            await exits.enter_async_context(self.services.traffic.line(str(principal.key_id)))
+            await exits.enter_async_context(gateway.admitted())
+            held = await self.services.ledger.hold(hold_ask(planned, principal, model.id, request_id))
+        except BaseException:
+            await exits.aclose()
+            raise
+        headers = clamp_header(planned, held.max_tokens, model.max_model_len)
+        planned = dataclasses.replace(planned, max_tokens=held.max_tokens)
+        tokenizer = self.services.tokenizers.get(model)
+        assembly = CompletionAssembly(planned, model.served_model_name, tokenizer.decode)
+        return Admitted(assembly, Settlement(self.services.ledger, held.hold_id, held.tokens), headers, exits)
 
     # -- without a stream -------------------------------------------------------
-    async def _collect(self, assembly: CompletionAssembly, gateway: ModelGateway, request_id: str) -> tuple[dict, int]:
-        async with gateway.admitted():
-            try:
-                # Without a stream the whole answer must come within the wait.
-                async with asyncio.timeout(self.settings.engine_timeout_s):
-                    async for p, output in run_outputs(assembly, gateway, request_id):
-                        assembly.add(p, output)
-                check_complete(assembly)
-            except TimeoutError as timeout:
-                error = errors.UpstreamDeadline(errors.DEADLINE_MESSAGE)
-                gateway.record(error)
-                raise error from timeout
-            except errors.ApiError as error:
-                gateway.record(error)
-                raise
-            gateway.record(None)
-        return assembly.completion(), 200
+    async def _collect(self, admitted: Admitted, gateway: ModelGateway, request_id: str) -> dict:
+        assembly, settlement = admitted.assembly, admitted.settlement
+        try:
+            # Without a stream the whole answer must come within the wait.
+            async with asyncio.timeout(self.settings.engine_timeout_s):
+                async for p, output in run_outputs(assembly, gateway, request_id):
+                    assembly.add(p, output)
+            check_complete(assembly)
+        except TimeoutError as timeout:
+            error = errors.UpstreamDeadline(errors.DEADLINE_MESSAGE)
+            gateway.record(error)
+            await settlement.release()
+            raise error from timeout
+        except errors.ApiError as error:
+            gateway.record(error)
+            await settlement.release()
+            raise
+        except asyncio.CancelledError:
+            await settlement.whole()
+            raise
+        except BaseException:
+            await settlement.release()
+            raise
+        finally:
+            await admitted.exits.aclose()
+        gateway.record(None)
+        await settlement.reported(assembly.usage()["total_tokens"])
+        return assembly.completion()
 
-    async def _complete(self, assembly: CompletionAssembly, gateway: ModelGateway,
-                        request_id: str, headers: dict[str, str]) -> Any:
-        task = asyncio.create_task(self._collect(assembly, gateway, request_id))
+    async def _answer(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
+                      request_id: str, principal: Any, claim: Started | None) -> tuple[dict, dict[str, str]]:
+        try:
+            admitted = await self._admit(planned, model, gateway, request_id, principal)
+            payload = await self._collect(admitted, gateway, request_id)
+        except BaseException:
+            await self._free(claim)
+            raise
+        if claim is not None:
+            # Recorded here, not in the route: after 150 s the answer is a spaced body.
+            await self.services.idempotency.answered(claim.record_id, 200, payload, admitted.headers)
+        return payload, admitted.headers
+
+    async def _complete(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
+                        request_id: str, principal: Any, claim: Started | None) -> Any:
+        task = asyncio.create_task(self._answer(planned, model, gateway, request_id, principal, claim))
         done, _ = await asyncio.wait({task}, timeout=self.settings.long_wait_s)
         if done:
-            payload, status = task.result()
-            return JSONResponse(payload, status_code=status, headers=headers)
-        body = spaced_json(task, self.settings.keepalive_s, lambda e: e.body(request_id, in_stream=True))
-        return StreamingResponse(body, media_type="application/json", headers=headers)
+            payload, headers = task.result()
+            return JSONResponse(payload, headers=headers)
+        # A request without a stream runs on when its client goes away (shield),
+        # and pays only for its usage.
+        body = spaced_json(asyncio.shield(task), self.settings.keepalive_s,
+                           lambda e: e.body(request_id, in_stream=True))
+        return StreamingResponse(body, media_type="application/json")
 
     # -- with a stream ------------------------------------------------------------
-    async def _stream(self, assembly: CompletionAssembly, gateway: ModelGateway,
-                      request_id: str, headers: dict[str, str]) -> Any:
-        exits = contextlib.AsyncExitStack()
-        await exits.enter_async_context(gateway.admitted())
-        outputs = run_outputs(assembly, gateway, request_id)
+    async def _stream(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
+                      request_id: str, principal: Any, claim: Started | None) -> Any:
+        admitted = await self._admit(planned, model, gateway, request_id, principal)
+        outputs = run_outputs(admitted.assembly, gateway, request_id)
         try:
             # The status goes out only once Inference starts its answer.
             first = await asyncio.wait_for(outputs.__anext__(), self.settings.engine_timeout_s)
         except BaseException as error:
             await outputs.aclose()
-            await exits.aclose()
-            mapped = error if isinstance(error, errors.ApiError) else _first_failure(error)
+            await admitted.exits.aclose()
+            await admitted.settlement.release()
+            if isinstance(error, asyncio.CancelledError):
+                raise
+            mapped = _first_failure(error)
             gateway.record(mapped)
             raise mapped from error
-        events = self._events(assembly, gateway, first, outputs, request_id, exits)
+        if claim is not None:
+            # A stream runs once: its repeat gets 409 no_answer.
+            await self.services.idempotency.streamed(claim.record_id)
+        events = self._events(admitted, gateway, first, outputs, request_id)
         body = with_keepalives(events, self.settings.keepalive_s)
-        return StreamingResponse(body, media_type="text/event-stream", headers=headers)
+        return StreamingResponse(body, media_type="text/event-stream", headers=admitted.headers)
 
-    async def _events(self, assembly: CompletionAssembly, gateway: ModelGateway, first: tuple,
-                      outputs: AsyncIterator, request_id: str, exits: contextlib.AsyncExitStack) -> AsyncIterator[bytes]:
-        request = assembly.planned.request
+    async def _events(self, admitted: Admitted, gateway: ModelGateway, first: tuple,
+                      outputs: AsyncIterator, request_id: str) -> AsyncIterator[bytes]:
+        assembly, settlement = admitted.assembly, admitted.settlement
         try:
             for chunk in self._chunks(assembly, *first):
                 yield chunk
@@ -129,14 +227,18 @@ class CompletionService:
                     yield chunk
             check_complete(assembly)
             gateway.record(None)
-            if request.include_usage:
+            await settlement.reported(assembly.usage()["total_tokens"])
+            if assembly.planned.request.include_usage:
                 yield sse(assembly.chunk([], assembly.usage()))
         except errors.ApiError as error:
             gateway.record(error)
+            await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.failed)
             yield sse(error.body(request_id, in_stream=True))
         finally:
+            # The client closed the stream: pay for what it was sent.
+            await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.stopped)
             await outputs.aclose()
-            await exits.aclose()
+            await admitted.exits.aclose()
         yield DONE
 
     def _chunks(self, assembly: CompletionAssembly, p: int, output: Any) -> list[bytes]:
@@ -151,10 +253,10 @@ class CompletionService:
 
 
 def _first_failure(error: BaseException) -> errors.ApiError:
+    if isinstance(error, errors.ApiError):
+        return error
     if isinstance(error, asyncio.TimeoutError):
         return errors.UpstreamDeadline(errors.DEADLINE_MESSAGE)
-    from api.inference.gateway import map_failure
-
     return map_failure(error)
 
 

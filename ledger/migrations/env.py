@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
 import ledger.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import ledger.idempotency  # noqa: F401  (its table too)
 from ledger.coltypes import UtcDateTime
 from ledger.db import database_url_from_env, make_engine
 

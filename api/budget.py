@@ -1,0 +1,134 @@
+"""The API's side of the ledger's Holds: messages, the clamp header, leases."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from api import errors
+from ledger.coltypes import utcnow
+from ledger.models import Counting, UsageStatus
+from ledger.tokens import Shortfall, end_hold, expired_holds, renew_leases
+
+log = logging.getLogger("acs.budget")
+
+USER_SHORT = "This request can use up to {tokens} tokens, more than your token budget has left."
+KEY_SHORT = "This request can use up to {tokens} tokens, more than this API key's token budget has left."
+BOTH_SHORT = (
+    "This request can use up to {tokens} tokens, more than your monthly allowance has left this month "
+    "and more than your token budget has left. Your monthly allowance refills on {day} (UTC)."
+)
+ASK_MORE = " Ask for more tokens at {url}."
+
+
+def budget_exceeded(shortfall: Shortfall, request_url: str) -> errors.BudgetExceeded:
+    """The three variants of the spec; the User's own tokens end with where to ask for more."""
+    if shortfall.key_budget:
+        return errors.BudgetExceeded(KEY_SHORT.format(tokens=shortfall.tokens))
+    template = BOTH_SHORT if shortfall.allowance > 0 else USER_SHORT
+    message = template.format(tokens=shortfall.tokens, day=shortfall.refills_on.date().isoformat())
+    return errors.BudgetExceeded(message + ASK_MORE.format(url=request_url))
+
+
+def clamp_value(requested: int, applied: int, *, budget: bool, deadline: bool, source: str) -> str | None:
+    """X-Acs-Max-Tokens-Clamped, as the spec formats it; None when nothing was lowered."""
+    if not budget and not deadline:
+        return None
+    reason = "deadline+budget" if budget and deadline else ("budget" if budget else "deadline")
+    value = f"requested={requested},applied={applied},reason={reason}"
+    # The cookbook: "A header with reason=deadline has no source."
+    return value if reason == "deadline" else f"{value},source={source}"
+
+
+def new_owner() -> str:
+    """Who holds a Hold: this process, so a restart can tell its dead Holds apart."""
+    return f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class HoldLeases:
+    """Renews this process's Holds, and releases the Holds of processes that died.
+
+    A Hold lives while its owner renews it; after `lease_s` without renewal
+    (a crash, kill -9, a lost node) any replica releases it, so the tokens
+    come back and the request costs nothing.
+    """
+
+    def __init__(self, sessions: Any, owner: str, lease_s: float = 60.0, every_s: float = 15.0) -> None:
+        self.sessions, self.owner, self.lease_s, self.every_s = sessions, owner, lease_s, every_s
+        self._task: asyncio.Task | None = None
+
+    async def reconcile(self) -> int:
+        now = utcnow()
+        async with self.sessions() as session:
+            await renew_leases(session, self.owner, now + timedelta(seconds=self.lease_s))
+        async with self.sessions() as session:
+            dead = await expired_holds(session, now)
+        for hold_id in dead:
+            async with self.sessions() as session:
+                await end_hold(session, hold_id, used=None, counting=None, status=UsageStatus.failed)
+        if dead:
+            log.warning("released %d Holds of requests that died with their process", len(dead))
+        return len(dead)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await self.reconcile()
+            await asyncio.sleep(self.every_s)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+
+
+
+class TokenLedger:
+    """What the routes ask of the ledger about tokens: Holds and their ends."""
+
+    def __init__(self, sessions: Any, write_sessions: Any, *, request_url: str,
+                 default_allowance: int, owner: str | None = None, lease_s: float = 60.0) -> None:
+        self.sessions, self.write_sessions = sessions, write_sessions
+        self.request_url, self.default_allowance = request_url, default_allowance
+        self.owner = owner or new_owner()
+        self.leases = HoldLeases(write_sessions, self.owner, lease_s=lease_s, every_s=lease_s / 4)
+
+    async def check_spend_stop(self) -> None:
+        from ledger.spend import spend_stop
+
+        async with self.sessions() as session:
+            if (await spend_stop(session)).locked:
+                raise errors.SpendCap(errors.SPEND_CAP_MESSAGE)
+
+    async def hold(self, ask: Any) -> Any:
+        """A Held, or raises 429 budget_exceeded with the spec's message."""
+        from ledger.tokens import take_hold
+
+        ask = dataclasses.replace(ask, owner=self.owner, lease_s=self.leases.lease_s)
+        async with self.write_sessions() as session:
+            result = await take_hold(session, ask, default_allowance=self.default_allowance)
+        if isinstance(result, Shortfall):
+            raise budget_exceeded(result, self.request_url)
+        return result
+
+    async def end(self, hold_id: uuid.UUID, used: int | None, counting: Counting | None,
+                  status: UsageStatus) -> None:
+        # Shielded: a client that goes away must not leave the Hold open.
+        await asyncio.shield(self._end(hold_id, used, counting, status))
+
+    async def _end(self, hold_id: uuid.UUID, used: int | None, counting: Counting | None,
+                   status: UsageStatus) -> None:
+        async with self.write_sessions() as session:
+            await end_hold(session, hold_id, used=used, counting=counting, status=status)

@@ -1,0 +1,151 @@
+"""Tokens through POST /v1/completions: the Hold, the lowered max_tokens
+and its header, budget_exceeded word for word, settlement, the spend stop,
+the per-key line and the rate limits (fake engine, PostgreSQL ledger)."""
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from api.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
+from ledger.grants import grant, set_allowance, standing
+from ledger.keys import Principal, authenticate
+from ledger.spend import set_spend_stop
+from tests.spec import assert_error
+
+SKY = {"model": "llama-8b", "prompt": "The sky is"}
+ASK_MORE = " Ask for more tokens at https://v2.infra.acsresearch.org/usage/request."
+
+
+async def principal(stack: Any) -> Principal:
+    async with stack.services.sessions() as session:
+        return await authenticate(session, f"Bearer {stack.key}")
+
+
+async def set_tokens(stack: Any, allowance: int | None = None, budget: int = 0, key_budget: int = 0) -> Principal:
+    who = await principal(stack)
+    async with stack.services.ledger.write_sessions() as session:
+        await set_allowance(session, who.user_id, allowance)
+    for tokens, key_id in ((budget, None), (key_budget, who.key_id)):
+        if tokens:
+            async with stack.services.ledger.write_sessions() as session:
+                await grant(session, who.user_id, tokens, key_id=key_id)
+    return who
+
+
+async def left(stack: Any) -> Any:
+    who = await principal(stack)
+    async with stack.services.sessions() as session:
+        return await standing(session, who.user_id, who.key_id)
+
+
+async def complete(stack: Any, **fields: Any) -> Any:
+    return await stack.http.post("/v1/completions", headers=stack.auth(), json={**SKY, **fields})
+
+
+async def test_the_sky_is_settles_to_its_usage(fake_stack: Any) -> None:
+    r = await complete(fake_stack, max_tokens=2)
+    assert r.status_code == 200 and "x-acs-max-tokens-clamped" not in r.headers
+    assert (await left(fake_stack)).allowance_used == 6
+
+
+async def test_twenty_five_tokens_left_lower_max_tokens_to_21(fake_stack: Any) -> None:
+    await set_tokens(fake_stack, allowance=25)
+    r = await complete(fake_stack, max_tokens=200)
+    assert r.status_code == 200
+    assert r.headers["x-acs-max-tokens-clamped"] == "requested=200,applied=21,reason=budget,source=client"
+    assert fake_stack.engine.seen[-1].sampling.max_tokens == 21
+    assert r.json()["choices"][0]["finish_reason"] == "length"
+
+
+async def test_a_lowered_default_says_source_default(fake_stack: Any) -> None:
+    await set_tokens(fake_stack, allowance=25)
+    r = await complete(fake_stack)
+    # The default is the context left: 2048 - 4 tokens of the prompt.
+    assert r.headers["x-acs-max-tokens-clamped"] == "requested=2044,applied=21,reason=budget,source=default"
+
+
+async def test_budget_exceeded_names_the_users_budget(fake_stack: Any) -> None:
+    await set_tokens(fake_stack, allowance=0, budget=4)
+    r = await complete(fake_stack, max_tokens=200)
+    assert_error(r, 429, "budget_exceeded", param=None, headers={"x-should-retry": "false"},
+                 message="This request can use up to 204 tokens, more than your token budget has left." + ASK_MORE)
+
+
+async def test_budget_exceeded_names_the_keys_budget(fake_stack: Any) -> None:
+    await set_tokens(fake_stack, key_budget=4)
+    r = await complete(fake_stack, max_tokens=200)
+    assert_error(r, 429, "budget_exceeded",
+                 message="This request can use up to 204 tokens, more than this API key's token budget has left.")
+
+
+async def test_budget_exceeded_names_the_allowance_and_its_refill_day(fake_stack: Any) -> None:
+    await set_tokens(fake_stack, allowance=4)
+    r = await complete(fake_stack, max_tokens=200)
+    now = datetime.now(timezone.utc)
+    refill = datetime(now.year + (now.month == 12), now.month % 12 + 1, 1).date().isoformat()
+    assert_error(r, 429, "budget_exceeded", message=(
+        "This request can use up to 204 tokens, more than your monthly allowance has left this month "
+        f"and more than your token budget has left. Your monthly allowance refills on {refill} (UTC)." + ASK_MORE))
+
+
+async def test_a_refused_request_holds_nothing(fake_stack: Any) -> None:
+    await set_tokens(fake_stack, allowance=4)
+    await complete(fake_stack, max_tokens=200)
+    assert (await left(fake_stack)).allowance_used == 0 and fake_stack.engine.seen == []
+
+
+@pytest.mark.fake(fail_before_first=RuntimeError("boom"))
+async def test_a_failure_before_any_token_costs_nothing(fake_stack: Any) -> None:
+    r = await complete(fake_stack, max_tokens=5)
+    assert r.status_code == 502
+    assert (await left(fake_stack)).allowance_used == 0
+
+
+@pytest.mark.fake(fail_after_tokens=2)
+async def test_a_stream_that_fails_pays_what_it_sent(fake_stack: Any) -> None:
+    r = await complete(fake_stack, max_tokens=10, stream=True)
+    assert r.status_code == 200 and '"upstream_server_error"' in r.text
+    assert (await left(fake_stack)).allowance_used == 4 + 2
+
+
+async def test_the_spend_stop_refuses_new_work(fake_stack: Any) -> None:
+    async with fake_stack.services.ledger.write_sessions() as session:
+        await set_spend_stop(session, True, "test")
+    try:
+        r = await complete(fake_stack, max_tokens=2)
+        assert_error(r, 429, "spend_cap", headers={"Retry-After": "3600", "x-should-retry": "false"})
+    finally:
+        async with fake_stack.services.ledger.write_sessions() as session:
+            await set_spend_stop(session, False)
+
+
+@pytest.mark.fake(delay_s=0.2)
+async def test_the_keys_line_refuses_past_its_waiting_room(fake_stack: Any) -> None:
+    fake_stack.services.traffic = traffic_from_settings(None, TrafficSettings(max_running=1, max_waiting=1))
+    first = [asyncio.create_task(complete(fake_stack, max_tokens=3)) for _ in range(2)]
+    await asyncio.sleep(0.1)
+    r = await complete(fake_stack, max_tokens=3)
+    assert_error(r, 429, "queue_full", type="rate_limit_error", headers={"Retry-After": "5"})
+    assert [t.status_code for t in await asyncio.gather(*first)] == [200, 200]
+
+
+async def test_the_work_bucket_answers_rate_limited(fake_stack: Any) -> None:
+    fake_stack.services.traffic = traffic_from_settings(None, TrafficSettings(key_work=BucketPolicy(2, 0.5)))
+    for _ in range(2):
+        assert (await complete(fake_stack, max_tokens=1)).status_code == 200
+    r = await complete(fake_stack, max_tokens=1)
+    error = assert_error(r, 429, "rate_limited", type="rate_limit_error", headers={"Retry-After": "2"})
+    assert error["message"].endswith("Try again in 2 seconds.")
+    # Other routes have their own bucket.
+    assert (await fake_stack.http.get("/v1/models", headers=fake_stack.auth())).status_code == 200
+
+
+async def test_bad_keys_from_one_address_are_rate_limited(fake_stack: Any) -> None:
+    fake_stack.services.traffic = traffic_from_settings(None, TrafficSettings(address=BucketPolicy(2, 0.5)))
+    bad = {"Authorization": "Bearer sk-acs-wrong"}
+    for _ in range(2):
+        assert_error(await fake_stack.http.get("/v1/models", headers=bad), 401, "invalid_api_key")
+    assert_error(await fake_stack.http.get("/v1/models", headers=bad), 429, "rate_limited")
