@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from api import errors
+from api.survive import survive
 from ledger.coltypes import utcnow
 from ledger.models import Counting, UsageStatus
 from ledger.tokens import Shortfall, end_hold, expired_holds, renew_leases
@@ -125,8 +126,8 @@ class TokenLedger:
 
     async def end(self, hold_id: uuid.UUID, used: int | None, counting: Counting | None,
                   status: UsageStatus) -> None:
-        # Shielded: a client that goes away must not leave the Hold open.
-        await asyncio.shield(self._end(hold_id, used, counting, status))
+        # A client that goes away must not leave the Hold open.
+        await survive(self._end(hold_id, used, counting, status))
 
     async def _end(self, hold_id: uuid.UUID, used: int | None, counting: Counting | None,
                    status: UsageStatus) -> None:

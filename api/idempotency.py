@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from fastapi import Request, Response
 
 from api import errors
+from api.survive import survive
 from ledger import idempotency as records
 from ledger.idempotency import KEY_MAX, Conflict, InProgress, NoAnswer, Replay, Started, request_hash
 
@@ -107,5 +108,5 @@ def _body_text(body: bytes | str | Any) -> str:
 
 async def _finish_anyway(work: Awaitable[T]) -> T:
     # Runs in a route's `finally`, maybe while the client's going away cancels
-    # it: the record must still end, or the key would answer 409 running for 24 h.
-    return await asyncio.shield(work)
+    # it: the record must still end, or the key would answer 409 running.
+    return await survive(work)

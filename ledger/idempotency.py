@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any, Union
 
 from sqlalchemy import (
-    Column, ForeignKey, Integer, String, Text, UniqueConstraint, Uuid, delete, insert, update,
+    Column, ForeignKey, Integer, String, Text, UniqueConstraint, Uuid, and_, delete, insert, or_, update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, SQLModel, select
@@ -103,6 +103,10 @@ class Conflict:
 Outcome = Union[Started, Replay, InProgress, NoAnswer, Conflict]
 
 
+# A request whose process died (kill -9, a lost node) never ends its record.
+RUNNING_ABANDONED_AFTER = timedelta(minutes=30)
+
+
 def request_hash(body: Any) -> str:
     """sha256 of the body as canonical JSON, so key order and spacing do not count."""
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -128,8 +132,12 @@ async def begin(session: AsyncSession, user_id: uuid.UUID, key: str, route: str,
 async def _claim(session: AsyncSession, record: IdempotencyRecord, now: datetime) -> bool:
     """Insert the record, replacing an expired one; False when a live one has the key."""
     table = IdempotencyRecord.__table__
+    # Expired, or `running` so long that its process must have died with it
+    # (no request waits past the line and the 14-minute wait to Inference).
     expired = delete(table).where(table.c.user_id == record.user_id, table.c.key == record.key,
-                                  table.c.expires_at <= now)
+                                  or_(table.c.expires_at <= now,
+                                      and_(table.c.state == RecordState.running.value,
+                                           table.c.created_at <= now - RUNNING_ABANDONED_AFTER)))
     values = {column.name: getattr(record, column.name) for column in table.columns}
     try:
         await session.exec(expired)
@@ -148,8 +156,11 @@ async def _live_record(session: AsyncSession, user_id: uuid.UUID, key: str,
                                             IdempotencyRecord.key == key)
     record = (await session.exec(query)).one_or_none()
     await session.commit()  # end the read: no snapshot outlives the request's first step
-    # Gone or expired since our claim: the next claim takes (or replaces) it.
-    return record if record is not None and record.expires_at > now else None
+    # Gone, expired or abandoned since our claim: the next claim takes (or replaces) it.
+    if record is None or record.expires_at <= now:
+        return None
+    abandoned = record.state is RecordState.running and record.created_at <= now - RUNNING_ABANDONED_AFTER
+    return None if abandoned else record
 
 
 def _outcome_of(record: IdempotencyRecord, route: str, request_hash: str) -> Outcome:

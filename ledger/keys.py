@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, update
+from sqlalchemy import case, func, or_, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -26,7 +26,8 @@ from api.errors import (
 )
 from ledger.coltypes import utcnow
 from ledger.errors import NameRefused, NotFound, StatusChangeRefused, TooManyKeys
-from ledger.models import KEY_NAME_MAX, KEY_PREFIX_LEN, ApiKey, KeyStatus, Standing, User
+from ledger.models import KEY_NAME_MAX, KEY_PREFIX_LEN, ApiKey, Hold, HoldState, KeyStatus, Standing, User
+from ledger.tokens import month_of
 
 KEY_PREFIX = "sk-acs-"
 LEGACY_KEY_PREFIX = "acs-bm-"  # keys of the old platform, stored by hash like ours
@@ -162,6 +163,44 @@ async def set_key_status(session: AsyncSession, key_id: uuid.UUID, status: KeySt
     session.add(key)
     await session.flush()
     return key
+
+
+async def rename_key(session: AsyncSession, key_id: uuid.UUID, new_name: str) -> ApiKey:
+    """Give a live key a new name, by the same rule as a new key's name."""
+    new_name = validate_key_name(new_name)
+    key = await session.get(ApiKey, key_id, with_for_update=True)
+    if key is None:
+        raise NotFound(f"No API key has the id {key_id}.")
+    if key.status == KeyStatus.revoked:
+        raise StatusChangeRefused("A revoked key cannot be renamed: its name is free for a new key.")
+    # The user's row lock serializes renames with key creation, as there.
+    user = (await session.exec(select(User).where(User.id == key.user_id).with_for_update())).one()
+    others = [other for other in await list_keys(session, user.id) if other.id != key.id]
+    _refuse_taken_name(user, new_name, others)
+    key.name = new_name
+    session.add(key)
+    await _flush_or_refuse(session, _name_taken_message(user, new_name))
+    return key
+
+
+async def tokens_this_month(
+    session: AsyncSession, user_id: uuid.UUID, now: datetime | None = None
+) -> dict[uuid.UUID | None, int]:
+    """Tokens of each of the user's keys in this UTC month: settled Usage plus running Holds.
+
+    Released Holds cost nothing. The key None gathers Holds taken without a key.
+    """
+    spent = case(
+        (col(Hold.state) == HoldState.settled, col(Hold.used)),
+        (col(Hold.state) == HoldState.held, col(Hold.tokens)),
+        else_=0,
+    )
+    query = (
+        select(Hold.key_id, func.sum(spent))
+        .where(Hold.user_id == user_id, Hold.month == month_of(now or utcnow()))
+        .group_by(col(Hold.key_id))
+    )
+    return {key_id: int(total or 0) for key_id, total in await session.exec(query)}
 
 
 def _refuse_taken_name(user: User, name: str, live_keys: list[ApiKey]) -> None:

@@ -134,3 +134,32 @@ async def test_stream_through_the_sdk(real_stack: Any) -> None:
     chunks = [chunk async for chunk in stream]
     assert chunks[-1].usage.completion_tokens == 3
     assert "".join(c.choices[0].text for c in chunks if c.choices)
+
+
+@pytest.mark.parametrize("key_budget", [False, True])
+async def test_two_hundred_requests_never_spend_more_than_there_is(real_stack: Any, key_budget: bool) -> None:
+    """The tokens hold about half of 200 concurrent requests: each runs (maybe lowered) or
+    gets 429 budget_exceeded, and what they settle never passes what the User had."""
+    import asyncio
+
+    from api.traffic.limits import TrafficSettings, traffic_from_settings
+    from tests.test_api_budget import left, set_tokens
+
+    # The per-key line would answer queue_full past 16 + 64: give this test room.
+    real_stack.services.traffic = traffic_from_settings(None, TrafficSettings(max_waiting=256))
+    tokens = 100 * (4 + 4)
+    await set_tokens(real_stack, allowance=0 if key_budget else tokens, budget=10**9 if key_budget else 0,
+                     key_budget=tokens if key_budget else 0)
+    body = {"prompt": SKY, "max_tokens": 4, "temperature": 0}
+    answers = await asyncio.gather(*[
+        real_stack.http.post("/v1/completions", headers=real_stack.auth(), json=body) for _ in range(200)])
+    ran = [a for a in answers if a.status_code == 200]
+    refused = [a for a in answers if a.status_code == 429]
+    assert len(ran) + len(refused) == 200 and len(ran) >= 100
+    assert all(a.json()["error"]["code"] == "budget_exceeded" for a in refused)
+    spent = sum(a.json()["usage"]["total_tokens"] for a in ran)
+    now = await left(real_stack)
+    if key_budget:
+        assert now.key_budget == tokens - spent >= 0
+    else:
+        assert now.allowance_used == spent <= tokens

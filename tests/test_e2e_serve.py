@@ -46,7 +46,8 @@ def serve_stack() -> Iterator[str]:
 
     url, key = run_async(_ledger())
     # Ray workers inherit this process's environment: the ingress reads these.
-    os.environ.update(ACS_DATABASE_URL=url, ACS_PROFILE="test")
+    # The ingress keeps its traffic state in Redis, as several replicas would.
+    os.environ.update(ACS_DATABASE_URL=url, ACS_PROFILE="test", ACS_REDIS_URL=os.environ.get("XR", "redis://127.0.0.1:6379/0"))
     start_local_ray(num_cpus=2)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": PORT})

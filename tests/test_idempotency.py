@@ -114,7 +114,7 @@ async def test_purge_expired_deletes_only_records_past_24_hours(sessions: Any) -
     await begin(sessions, user, key="old", now=T0)
     await begin(sessions, user, key="new", now=T0 + timedelta(hours=1))
     assert await call(sessions, records.purge_expired, T0 + timedelta(hours=24)) == 1
-    assert isinstance(await begin(sessions, user, key="new", now=T0 + timedelta(hours=2)), InProgress)
+    assert isinstance(await begin(sessions, user, key="new", now=T0 + timedelta(hours=1, minutes=10)), InProgress)
     assert isinstance(await begin(sessions, user, key="old", now=T0 + timedelta(hours=2)), Started)
 
 
@@ -249,3 +249,21 @@ async def test_the_route_conflict_names_the_route(sessions: Any) -> None:
         await Idempotency(sessions).start(user, "j", COMPLETIONS, SKY)
     assert refused.value.message == CONFLICT_ROUTE
     assert refused.value.headers() == {"x-should-retry": "false"}
+
+
+async def test_a_record_running_past_any_request_counts_as_abandoned(sessions) -> None:
+    """A request whose process died never ends its record: the key is not stuck for 24 hours."""
+    from datetime import timedelta
+
+    from ledger.idempotency import RUNNING_ABANDONED_AFTER, Started, begin
+    from ledger.keys import create_user
+
+    async with sessions() as session:
+        user = await create_user(session, "abandoned")
+        await session.commit()
+    t0 = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+    async with sessions() as session:
+        assert isinstance(await begin(session, user.id, "k", "POST /v1/completions", "h", now=t0), Started)
+    later = t0 + RUNNING_ABANDONED_AFTER + timedelta(seconds=1)
+    async with sessions() as session:
+        assert isinstance(await begin(session, user.id, "k", "POST /v1/completions", "h", now=later), Started)

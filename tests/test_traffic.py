@@ -37,6 +37,7 @@ class Backend:
         self.kind = kind
         self.prefix = f"test:traffic:{uuid.uuid4().hex}:"
         self.client = aioredis.Redis.from_url(REDIS_URL) if kind == "redis" else None
+        self.lines: list[Any] = []
 
     def limiter(self) -> Any:
         if self.client is None:
@@ -46,12 +47,16 @@ class Backend:
     def line(self, max_running: int = 2, max_waiting: int = 3, **redis_options: Any) -> Any:
         if self.client is None:
             return MemoryKeyLine(max_running, max_waiting)
-        return RedisKeyLine(self.client, max_running=max_running, max_waiting=max_waiting,
+        line = RedisKeyLine(self.client, max_running=max_running, max_waiting=max_waiting,
                             prefix=self.prefix + "line:", **redis_options)
+        self.lines.append(line)
+        return line
 
     async def close(self) -> None:
         if self.client is None:
             return
+        for line in self.lines:
+            await line.aclose()
         keys = [key async for key in self.client.scan_iter(match=self.prefix + "*")]
         if keys:
             await self.client.delete(*keys)
@@ -80,7 +85,10 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 2.0)
 
 
 class Holders:
-    """Tasks that each take a place in a line and keep it until released."""
+    """Tasks that each take a place in a line and keep it until released.
+
+    Every wait is bounded, so a broken line fails its test instead of hanging.
+    """
 
     def __init__(self, line: Any, key: str = "key-1") -> None:
         self.line, self.key = line, key
@@ -107,7 +115,7 @@ class Holders:
 
     async def release(self, i: int) -> None:
         self.releases[i].set()
-        await self.tasks[i]
+        await asyncio.wait_for(self.tasks[i], 2.0)
 
     async def started_count(self, n: int) -> None:
         async def reached() -> bool:
@@ -118,7 +126,11 @@ class Holders:
     async def close(self) -> None:
         for event in self.releases.values():
             event.set()
+        _, stuck = await asyncio.wait(self.tasks.values(), timeout=2.0)
+        for task in stuck:
+            task.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        assert not stuck, "holders still in the line after their release"
 
 
 # Buckets --------------------------------------------------------------------------
@@ -154,6 +166,17 @@ async def test_concurrent_takes_admit_exactly_the_capacity(backend: Backend) -> 
         *(limiter.take("b", capacity=20, refill_per_s=0.001) for _ in range(50))
     )
     assert sum(wait is None for wait in waits) == 20
+
+
+async def test_memory_buckets_forget_idle_addresses() -> None:
+    now = [0.0]
+    limiter = MemoryRateLimiter(clock=lambda: now[0])
+    for i in range(100):
+        await limiter.take(f"addr:{i}", capacity=60, refill_per_s=1.0)
+    now[0] = 2.0  # every bucket is full again
+    for _ in range(MemoryRateLimiter._SWEEP_EVERY):
+        await limiter.take("busy", capacity=10**6, refill_per_s=1.0)
+    assert list(limiter._buckets) == ["busy"]
 
 
 # The line -------------------------------------------------------------------------
@@ -254,7 +277,8 @@ async def test_cancelled_runner_frees_its_place(backend: Backend) -> None:
 
 # Redis: several replicas ------------------------------------------------------------
 async def test_two_replicas_share_one_line(redis_backend: Backend) -> None:
-    a, b = Holders(redis_backend.line()), Holders(redis_backend.line())
+    # A polls too rarely to matter: B's wake-up message moves A's waiter up.
+    a, b = Holders(redis_backend.line(poll_s=30)), Holders(redis_backend.line())
     try:
         await a.add(0)
         await b.add(1)
@@ -275,7 +299,7 @@ async def test_expired_lease_frees_the_place_of_a_crashed_replica(redis_backend:
     await held.__aenter__()  # and never renews or exits
     try:
         started = time.monotonic()
-        async with redis_backend.line(max_running=1).place("key-1"):
+        async with asyncio.timeout(3.0), redis_backend.line(max_running=1).place("key-1"):
             assert 0.2 < time.monotonic() - started < 2.0
     finally:
         await held.__aexit__(None, None, None)
@@ -283,7 +307,8 @@ async def test_expired_lease_frees_the_place_of_a_crashed_replica(redis_backend:
 
 async def test_crashed_waiter_stops_blocking_the_line(redis_backend: Backend) -> None:
     live = Holders(redis_backend.line(max_running=1))
-    ghost = Holders(redis_backend.line(max_running=1, wait_lease_s=0.3, poll_s=3600), "key-1")
+    ghost_line = redis_backend.line(max_running=1, wait_lease_s=0.3, poll_s=3600, wakeups=False)
+    ghost = Holders(ghost_line)
     try:
         await live.add(0)
         await ghost.add(1)  # first in line, then polls no more

@@ -22,6 +22,7 @@ from api.completions.validation import parse_completion_request
 from api.idempotency import replay_response
 from api.inference.gateway import ModelGateway, map_failure
 from api.services import Services
+from api.survive import survive
 from ledger.idempotency import Replay, Started
 from ledger.models import UsageStatus
 from ledger.tokens import HoldAsk
@@ -235,11 +236,16 @@ class CompletionService:
             await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.failed)
             yield sse(error.body(request_id, in_stream=True))
         finally:
-            # The client closed the stream: pay for what it was sent.
-            await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.stopped)
-            await outputs.aclose()
-            await admitted.exits.aclose()
+            await survive(self._close_stream(admitted, outputs))
         yield DONE
+
+    @staticmethod
+    async def _close_stream(admitted: Admitted, outputs: AsyncIterator) -> None:
+        """Stop the engine, free the places, and (the client closed it) pay for what was sent."""
+        await outputs.aclose()
+        await admitted.exits.aclose()
+        sent = admitted.assembly.usage()["total_tokens"]
+        await admitted.settlement.partial(sent, UsageStatus.stopped)
 
     def _chunks(self, assembly: CompletionAssembly, p: int, output: Any) -> list[bytes]:
         continuous = assembly.planned.request.continuous_usage_stats

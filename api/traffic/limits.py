@@ -66,6 +66,7 @@ class Traffic:
         return self.key_line.place(key_id)
 
     async def aclose(self) -> None:
+        await self.key_line.aclose()
         if self.redis_client is not None:
             await self.redis_client.aclose()
 

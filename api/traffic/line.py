@@ -46,6 +46,10 @@ class KeyLine(Protocol):
         """How many of the key's requests run and wait now."""
         ...
 
+    async def aclose(self) -> None:
+        """Stop background work (the Redis backend's wake-up listener)."""
+        ...
+
 
 @dataclass
 class _Key:
@@ -69,6 +73,9 @@ class MemoryKeyLine:
             yield
         finally:
             self._leave(key_id)
+
+    async def aclose(self) -> None:
+        pass
 
     async def counts(self, key_id: str) -> LineCounts:
         key = self._keys.get(key_id) or _Key()

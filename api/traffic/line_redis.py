@@ -9,8 +9,9 @@ Per API key, four keys (one hash tag, so they share a Redis Cluster slot):
   poll renews, so a crashed replica's waiters cannot block the line either.
 
 Every script reads the server's TIME, so replicas' clocks do not matter.
-Waiters poll; a place freed on this replica also wakes its local waiters at
-once, so only cross-replica hand-overs wait for a poll.
+A request that leaves a line with waiters publishes its key (`wakeups`), so
+the first waiter moves up at once; waiters also poll, slowly, for what sends
+no message: expired leases and dropped waiters.
 """
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ import contextlib
 import logging
 import random
 import uuid
-from typing import Any, AsyncIterator, Awaitable
+from typing import Any, AsyncIterator
 
 from api.errors import QueueFull
+from api.survive import survive
 from api.traffic.line import MAX_RUNNING, MAX_WAITING, LineCounts
 from api.traffic.messages import queue_full
+from api.traffic.wakeups import Wakeups
 
 log = logging.getLogger("acs.traffic")
 
@@ -53,7 +56,7 @@ if not redis.call('ZSCORE', waiting, ticket) then
   redis.call('ZADD', waiting, redis.call('INCR', seq), ticket)
 end
 local state = 0
-if free > 0 then
+if redis.call('ZRANK', waiting, ticket) < free then
   redis.call('ZREM', waiting, ticket)
   redis.call('ZREM', seen, ticket)
   redis.call('ZADD', running, now + lease_ms, ticket)
@@ -73,9 +76,11 @@ redis.call('PEXPIRE', running, ARGV[3])
 return renewed
 """
 
-# ARGV: ticket. Wherever the ticket is: a cancelled call may have started it.
+# ARGV: ticket, channel, key id. Wherever the ticket is: a cancelled call
+# may have started it. Waiters left behind hear of the freed place.
 _LEAVE_LUA = """
 for i = 1, 3 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+if redis.call('ZCARD', KEYS[2]) > 0 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 """
 
 _COUNTS_LUA = _PRELUDE + """
@@ -96,8 +101,11 @@ class RedisKeyLine:
         lease_s: float = 30.0,
         renew_s: float = 10.0,
         wait_lease_s: float = 5.0,
-        poll_s: float = 0.02,
+        poll_s: float = 0.25,
+        wakeups: bool = True,
     ) -> None:
+        """`wakeups=False` polls only (every `poll_s`), for a Redis proxy
+        without pub/sub."""
         self.max_running, self.max_waiting = max_running, max_waiting
         self._prefix, self._poll_s, self._renew_s = prefix, poll_s, renew_s
         self._lease_ms, self._wait_lease_ms = int(lease_s * 1000), int(wait_lease_s * 1000)
@@ -107,8 +115,7 @@ class RedisKeyLine:
             for name, lua in (("try_start", _TRY_START_LUA), ("renew", _RENEW_LUA),
                               ("leave", _LEAVE_LUA), ("counts", _COUNTS_LUA))
         }
-        self._wakeups: dict[str, asyncio.Event] = {}
-        self._cleanups: set[asyncio.Task] = set()
+        self._wakeups = Wakeups(redis_client, prefix + "freed", listen=wakeups)
 
     @contextlib.asynccontextmanager
     async def place(self, key_id: str) -> AsyncIterator[None]:
@@ -119,13 +126,16 @@ class RedisKeyLine:
         except QueueFull:
             raise  # refused before it joined: nothing to take back
         except BaseException:
-            await self._survive(self._leave(key_id, ticket))
+            await survive(self._leave(key_id, ticket))
             raise
         try:
             yield
         finally:
             renewer.cancel()
-            await self._survive(self._leave(key_id, ticket, renewer))
+            await survive(self._leave(key_id, ticket, renewer))
+
+    async def aclose(self) -> None:
+        await self._wakeups.aclose()
 
     async def counts(self, key_id: str) -> LineCounts:
         running, waiting = await self._scripts["counts"](keys=self._keys(key_id))
@@ -138,21 +148,25 @@ class RedisKeyLine:
     async def _wait_turn(self, key_id: str, ticket: str) -> None:
         args = [ticket, self.max_running, self.max_waiting,
                 self._lease_ms, self._wait_lease_ms, self._ttl_ms]
-        while True:
-            state = int(await self._scripts["try_start"](keys=self._keys(key_id), args=args))
-            if state == 1:
-                return
-            if state == -1:
-                raise queue_full(self.max_running, self.max_waiting)
-            await self._pause(key_id)
+        wakeup = self._wakeups.register(key_id, ticket)
+        try:
+            while True:
+                state = int(await self._scripts["try_start"](keys=self._keys(key_id), args=args))
+                if state == 1:
+                    return
+                if state == -1:
+                    raise queue_full(self.max_running, self.max_waiting)
+                await self._pause(wakeup)
+        finally:
+            self._wakeups.unregister(key_id, ticket)
 
-    async def _pause(self, key_id: str) -> None:
-        """Until a local place frees or a poll interval passes; the jitter
-        keeps many waiters from polling in step."""
-        wakeup = self._wakeups.setdefault(key_id, asyncio.Event())
+    async def _pause(self, wakeup: asyncio.Event) -> None:
+        """Until a wake-up or a poll interval; the jitter keeps waiters from
+        polling in step."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._poll_s * random.uniform(0.5, 1.25)):
                 await wakeup.wait()
+        wakeup.clear()
 
     async def _renew_forever(self, key_id: str, ticket: str) -> None:
         while True:
@@ -170,15 +184,6 @@ class RedisKeyLine:
         if renewer is not None:
             # A renewal in flight must not land after the ticket has gone.
             await asyncio.gather(renewer, return_exceptions=True)
-        await self._scripts["leave"](keys=self._keys(key_id), args=[ticket])
-        wakeup = self._wakeups.pop(key_id, None)
-        if wakeup is not None:
-            wakeup.set()
-
-    async def _survive(self, cleanup: Awaitable[None]) -> None:
-        """Run `cleanup` to its end even when the caller is cancelled again
-        meanwhile (a client that goes away while its place is being freed)."""
-        task = asyncio.ensure_future(cleanup)
-        self._cleanups.add(task)  # a strong reference until it is done
-        task.add_done_callback(self._cleanups.discard)
-        await asyncio.shield(task)
+        await self._scripts["leave"](
+            keys=self._keys(key_id), args=[ticket, self._wakeups.channel, key_id])
+        self._wakeups.wake_first(key_id)  # this replica's own waiters need no message

@@ -1,0 +1,364 @@
+"""The admin command line (`python -m ledger.admin`), on SQLite and PostgreSQL.
+
+Each test drives `admin.main` as an operator would and reads what it prints;
+Holds for the usage views are taken and ended with the ledger's own calls.
+"""
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from sqlmodel import select
+
+from ledger import admin, keys
+from ledger.coltypes import utcnow
+from ledger.db import make_engine, session_factory
+from ledger.grants import standing
+from ledger.models import Counting, Grant, UsageStatus
+from ledger.spend import spend_stop
+from ledger.tokens import HoldAsk, Held, end_hold, take_hold
+from tests.ledger_fixtures import db_url, pg_url, run_in_thread  # noqa: F401
+
+TOO_MANY_KEYS = "You have 10 API keys, the most that a User may have. Delete one to make another."
+JAN_5 = datetime(2026, 1, 5, 9, tzinfo=timezone.utc)
+
+Cli = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:  # noqa: F811
+    """Run `python -m ledger.admin ARGS` in process: (exit code, stdout, stderr)."""
+    monkeypatch.setenv("ACS_DATABASE_URL", db_url)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = run_in_thread(admin.main, list(argv))  # main calls asyncio.run
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest_asyncio.fixture
+async def money(db_url: str) -> Any:  # noqa: F811
+    """Sessions whose SQLite transactions take the write lock at BEGIN, as Holds need."""
+    engine = make_engine(db_url)
+    yield session_factory(engine.execution_options(sqlite_begin="IMMEDIATE"))
+    await engine.dispose()
+
+
+def ok(cli: Cli, *argv: str) -> str:
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    return out
+
+
+def refused(cli: Cli, *argv: str) -> str:
+    code, out, err = cli(*argv)
+    assert code == 1 and out == "" and err.startswith("error: "), (code, out, err)
+    return err.removeprefix("error: ").strip()
+
+
+def table(out: str) -> list[dict[str, str]]:
+    """The rows of a printed table, by its header's column names (cells hold no double spaces)."""
+    lines = [line for line in out.splitlines() if line.strip()]
+    header = re.split(r"\s{2,}", lines[0].strip())
+    return [dict(zip(header, re.split(r"\s{2,}", line.strip()))) for line in lines[1:]]
+
+
+def fields(out: str) -> dict[str, str]:
+    return dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in out.split("\n\n")[0].splitlines())
+
+
+def make_user(cli: Cli, name: str = "alice", *key_names: str) -> list[str]:
+    """A user and keys; the keys' ids, in order."""
+    ok(cli, "user", "create", name)
+    for key_name in key_names:
+        ok(cli, "key", "create", "--user", name, "--name", key_name)
+    return [row["ID"] for row in table(ok(cli, "key", "list", "--user", name))]
+
+
+def keys_by_name(cli: Cli, user: str, *extra: str) -> dict[str, dict[str, str]]:
+    return {row["NAME"]: row for row in table(ok(cli, "key", "list", "--user", user, *extra))}
+
+
+async def user_id(money: Any, name: str) -> uuid.UUID:
+    async with money() as session:
+        return (await keys.find_user(session, name)).id
+
+
+async def hold(money: Any, user: uuid.UUID, key: str | None, tokens: int, now: datetime) -> uuid.UUID:
+    ask = HoldAsk(user_id=user, key_id=uuid.UUID(key) if key else None, model="tiny-llama",
+                  prompt_tokens=0, choices=1, max_tokens=tokens, may_lower=False)
+    async with money() as session:
+        held = await take_hold(session, ask, now=now)
+    assert isinstance(held, Held) and held.tokens == tokens
+    return held.hold_id
+
+
+async def settle(money: Any, hold_id: uuid.UUID, used: int | None, status: UsageStatus, now: datetime) -> None:
+    counting = None if used is None else Counting.reported
+    async with money() as session:
+        assert await end_hold(session, hold_id, used=used, counting=counting, status=status, now=now)
+
+
+async def spent(money: Any, user: uuid.UUID, key: str | None, tokens: int, used: int | None,
+                status: UsageStatus = UsageStatus.completed, at: datetime = JAN_5) -> None:
+    """A Completion that started at `at` and ended a minute later; used None: released."""
+    hold_id = await hold(money, user, key, tokens, at)
+    await settle(money, hold_id, used, status, at + timedelta(minutes=1))
+
+
+# Users and allowances -------------------------------------------------------------
+async def test_user_allowance_sets_and_clears_the_override(cli, money):
+    make_user(cli)
+    assert ok(cli, "user", "allowance", "alice", "100K") == "The monthly allowance of 'alice' is 100000 tokens.\n"
+    assert table(ok(cli, "user", "list"))[0]["MONTHLY ALLOWANCE"] == "100000"
+    assert fields(ok(cli, "user", "show", "alice"))["Monthly allowance"] == "100000 tokens a month"
+    async with money() as session:
+        assert (await standing(session, await user_id(money, "alice"))).allowance == 100_000
+    out = ok(cli, "user", "allowance", "alice", "default")
+    assert out == "The monthly allowance of 'alice' is the default, 5000000 tokens.\n"
+    assert table(ok(cli, "user", "list"))[0]["MONTHLY ALLOWANCE"] == "default"
+    assert ok(cli, "user", "allowance", "alice", "0") == "The monthly allowance of 'alice' is 0 tokens.\n"
+
+
+async def test_user_allowance_refusals(cli):
+    make_user(cli)
+    assert refused(cli, "user", "allowance", "alice", "-5") == "Tokens must be from 0 to 1000000000000000, not -5."
+    assert "not a whole number of tokens" in refused(cli, "user", "allowance", "alice", "lots")
+    assert "not a whole number of tokens" in refused(cli, "user", "allowance", "alice", "1.5")
+    assert refused(cli, "user", "allowance", "bob", "10") == "No user has the name or id 'bob'."
+    assert table(ok(cli, "user", "list"))[0]["MONTHLY ALLOWANCE"] == "default"
+
+
+async def test_user_show_counts_running_holds_and_lists_key_budgets(cli, money):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    ok(cli, "grant", "alice", "1000")
+    ok(cli, "grant", "alice", "300", "--key", ci)
+    alice, now = await user_id(money, "alice"), utcnow()
+    await spent(money, alice, laptop, 50, 20, at=now)
+    await hold(money, alice, ci, 30, now)  # still running: it counts as spent
+    out = ok(cli, "user", "show", alice.hex)  # an id works as well as a name
+    shown = fields(out)
+    assert shown["User"] == "alice" and shown["Id"] == str(alice) and shown["Standing"] == "active"
+    assert shown["Monthly allowance"] == "5000000 tokens a month (the default)"
+    assert shown["Used this month"] == "50 of the allowance, running Holds included"
+    assert shown["Allowance left"] == str(5_000_000 - 50)
+    assert shown["Budget left"] == "1000"
+    assert shown["Tokens this month"] == "50, every key; 1 Holds running"
+    listed = {row["NAME"]: row for row in table(out.split("\n\n")[1])}
+    assert listed["laptop"]["BUDGET LEFT"] == "-" and listed["laptop"]["TOKENS THIS MONTH"] == "20"
+    assert listed["ci"]["BUDGET LEFT"] == "270" and listed["ci"]["TOKENS THIS MONTH"] == "30"
+
+
+async def test_user_show_suspended_and_unknown(cli):
+    make_user(cli)
+    ok(cli, "user", "suspend", "alice")
+    assert fields(ok(cli, "user", "show", "alice"))["Standing"] == "suspended"
+    assert refused(cli, "user", "show", "nobody") == "No user has the name or id 'nobody'."
+
+
+# Grants and Budgets -----------------------------------------------------------------
+async def test_grant_adds_to_the_users_budget_with_a_note(cli, money):
+    make_user(cli)
+    assert ok(cli, "grant", "alice", "2.5M", "--note", "approved request") == (
+        "Granted 2500000 tokens to the Budget of 'alice': 2500000 left.\n"
+    )
+    assert ok(cli, "grant", "alice", "1_000") == "Granted 1000 tokens to the Budget of 'alice': 2501000 left.\n"
+    alice = await user_id(money, "alice")
+    async with money() as session:
+        assert (await standing(session, alice)).budget == 2_501_000
+        grants = list((await session.exec(select(Grant).where(Grant.user_id == alice))).all())
+    assert sorted((g.tokens, g.note, g.key_id) for g in grants) == [(1000, "", None), (2_500_000, "approved request", None)]
+    assert fields(ok(cli, "user", "show", "alice"))["Budget left"] == "2501000"
+
+
+async def test_grant_for_a_key_gives_it_its_own_budget(cli, money):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    out = ok(cli, "grant", "alice", "500", "--key", ci, "--note", "for CI")
+    assert out == "Granted 500 tokens to the own Budget of the key 'ci' of 'alice': 500 left.\n"
+    listed = keys_by_name(cli, "alice")
+    assert listed["ci"]["BUDGET LEFT"] == "500" and listed["laptop"]["BUDGET LEFT"] == "-"
+    async with money() as session:
+        balance = await standing(session, await user_id(money, "alice"), uuid.UUID(ci))
+    assert (balance.budget, balance.key_budget) == (0, 500)  # the user's own Budget is untouched
+
+
+async def test_grant_refusals(cli):
+    (laptop,) = make_user(cli, "alice", "laptop")
+    (other,) = make_user(cli, "bob", "bobs")
+    assert refused(cli, "grant", "alice", "0") == "Tokens must be from 1 to 1000000000000000, not 0."
+    assert refused(cli, "grant", "alice", "-5") == "Tokens must be from 1 to 1000000000000000, not -5."
+    assert "not a whole number" in refused(cli, "grant", "alice", "5X")
+    assert refused(cli, "grant", "alice", "10", "--key", other) == f"'alice' has no API key with the id {other}."
+    assert "is not a key id" in refused(cli, "grant", "alice", "10", "--key", "laptop")
+    assert "at most 200 characters" in refused(cli, "grant", "alice", "10", "--note", "n" * 201)
+    ok(cli, "key", "revoke", laptop)
+    assert refused(cli, "grant", "alice", "10", "--key", laptop) == "The key 'laptop' is revoked: it can spend nothing."
+    assert refused(cli, "grant", "carol", "10") == "No user has the name or id 'carol'."
+    assert fields(ok(cli, "user", "show", "alice"))["Budget left"] == "0"
+
+
+async def test_budget_set_sets_the_number(cli, money):
+    (ci,) = make_user(cli, "alice", "ci")
+    ok(cli, "grant", "alice", "1000")
+    assert ok(cli, "budget", "set", "alice", "10") == "Set the Budget of 'alice' to 10 tokens.\n"
+    assert ok(cli, "budget", "set", "alice", "0") == "Set the Budget of 'alice' to 0 tokens.\n"
+    assert ok(cli, "budget", "set", "alice", "70", "--key", ci) == (
+        "Set the own Budget of the key 'ci' of 'alice' to 70 tokens.\n"
+    )
+    async with money() as session:
+        balance = await standing(session, await user_id(money, "alice"), uuid.UUID(ci))
+    assert (balance.budget, balance.key_budget) == (0, 70)
+    assert refused(cli, "budget", "set", "alice", "-1") == "Tokens must be from 0 to 1000000000000000, not -1."
+    assert keys_by_name(cli, "alice")["ci"]["BUDGET LEFT"] == "70"
+
+
+# Keys -----------------------------------------------------------------------------
+async def test_key_rename(cli):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    assert ok(cli, "key", "rename", laptop, "Desktop") == f"{laptop}\tDesktop\tactive\n"
+    assert set(keys_by_name(cli, "alice")) == {"Desktop", "ci"}
+    assert ok(cli, "key", "rename", laptop, "desktop") == f"{laptop}\tdesktop\tactive\n"  # its own name, new case
+    longest = "x" * 32
+    assert ok(cli, "key", "rename", ci, f"  {longest} ") == f"{ci}\t{longest}\tactive\n"
+    assert set(keys_by_name(cli, "alice")) == {"desktop", longest}
+
+
+async def test_key_rename_refusals(cli):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    assert refused(cli, "key", "rename", ci, "LAPTOP") == (
+        "'alice' has a live key named 'laptop' already; names ignore case."
+    )
+    assert refused(cli, "key", "rename", ci, "z" * 33) == "A key's name has at most 32 characters; this one has 33."
+    assert refused(cli, "key", "rename", ci, "   ") == "A key needs a name of 1 to 32 characters."
+    assert "is not a key id" in refused(cli, "key", "rename", "ci", "new")
+    missing = str(uuid.uuid4())
+    assert refused(cli, "key", "rename", missing, "new") == f"No API key has the id {missing}."
+    ok(cli, "key", "revoke", laptop)
+    assert refused(cli, "key", "rename", laptop, "old") == (
+        "A revoked key cannot be renamed: its name is free for a new key."
+    )
+    ok(cli, "key", "rename", ci, "laptop")  # the revoked key's name is free again
+    everything = table(ok(cli, "key", "list", "--user", "alice", "--all"))
+    assert sorted((row["NAME"], row["STATUS"]) for row in everything) == [("laptop", "active"), ("laptop", "revoked")]
+
+
+async def test_the_eleventh_key_is_refused(cli):
+    ids = make_user(cli, "alice", *(f"key-{n}" for n in range(10)))
+    ok(cli, "key", "pause", ids[0])  # a paused key counts
+    code, out, err = cli("key", "create", "--user", "alice", "--name", "one-more")
+    assert (code, out, err) == (1, "", f"error: {TOO_MANY_KEYS}\n")
+    ok(cli, "key", "revoke", ids[1])  # a revoked one does not
+    code, raw, _ = cli("key", "create", "--user", "alice", "--name", "one-more")
+    assert code == 0 and raw.startswith("sk-acs-")
+    assert len(keys_by_name(cli, "alice")) == 10
+
+
+async def test_key_list_shows_tokens_this_month_budget_and_last_use(cli, money):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    ok(cli, "grant", "alice", "40", "--key", ci)
+    alice, now = await user_id(money, "alice"), utcnow()
+    await spent(money, alice, laptop, 10, 7, at=now)                           # settled: its 7 used
+    await spent(money, alice, laptop, 30, None, at=now)                        # released: nothing
+    await spent(money, alice, laptop, 9, 9, at=now - timedelta(days=40))      # another month
+    await hold(money, alice, laptop, 20, now)                                  # running: all 20
+    await spent(money, alice, ci, 5, 3, UsageStatus.stopped, at=now)          # paid from its own Budget too
+    before = keys_by_name(cli, "alice")
+    assert before["laptop"]["TOKENS THIS MONTH"] == "27" and before["ci"]["TOKENS THIS MONTH"] == "3"
+    assert before["laptop"]["BUDGET LEFT"] == "-" and before["ci"]["BUDGET LEFT"] == "37"
+    assert before["laptop"]["LAST USED"] == "-"
+    assert before["laptop"]["KEY"].startswith("sk-acs-") and before["laptop"]["STATUS"] == "active"
+    async with money() as session:
+        await keys.authenticate(session, f"Bearer {await raw_key_for(cli, 'alice', 'fresh')}")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", keys_by_name(cli, "alice")["fresh"]["LAST USED"])
+    assert list(table(ok(cli, "key", "list", "--user", "alice"))[0]) == [
+        "ID", "NAME", "KEY", "STATUS", "TOKENS THIS MONTH", "BUDGET LEFT", "CREATED", "LAST USED"]
+
+
+async def raw_key_for(cli: Cli, user: str, name: str) -> str:
+    code, raw, _ = cli("key", "create", "--user", user, "--name", name)
+    assert code == 0
+    return raw.strip()
+
+
+# The spend stop ---------------------------------------------------------------------
+async def test_spend_lock_clear_and_show(cli, money):
+    ok(cli, "spend", "clear")  # the stop is one row that outlives other tests on PostgreSQL
+    try:
+        rows = table(ok(cli, "spend", "lock", "--reason", "GPU bill over plan"))
+        assert rows[0]["SPEND STOP"] == "locked: new GPU work is refused"
+        assert rows[0]["REASON"] == "GPU bill over plan"
+        async with money() as session:
+            stop = await spend_stop(session)
+        assert stop.locked and stop.reason == "GPU bill over plan"
+        assert table(ok(cli, "spend", "show")) == rows
+        assert "at most 200 characters" in refused(cli, "spend", "lock", "--reason", "r" * 201)
+    finally:
+        cleared = table(ok(cli, "spend", "clear"))
+    assert cleared[0]["SPEND STOP"] == "clear" and cleared[0]["REASON"] == "-"
+    async with money() as session:
+        assert not (await spend_stop(session)).locked
+    assert table(ok(cli, "spend", "show"))[0]["SPEND STOP"] == "clear"
+
+
+# Usage --------------------------------------------------------------------------------
+async def test_usage_counts_settled_tokens_per_utc_day(cli, money):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    alice = await user_id(money, "alice")
+    late_on_5th = datetime(2026, 1, 5, 23, 30, tzinfo=timezone.utc)
+    await spent(money, alice, laptop, 10, 10)
+    await spent(money, alice, laptop, 10, 4, UsageStatus.stopped)
+    await spent(money, alice, laptop, 50, None)                            # released: not a Completion
+    await spent(money, alice, ci, 100, 100, at=late_on_5th)               # its day is when it started
+    await spent(money, alice, ci, 8, 6, UsageStatus.failed, at=datetime(2026, 1, 7, 0, 5, tzinfo=timezone.utc))
+    await spent(money, alice, laptop, 9, 9, at=datetime(2026, 2, 1, tzinfo=timezone.utc))  # after the range
+    out = ok(cli, "usage", "alice", "--from", "2026-01-01", "--to", "2026-01-31")
+    assert out.splitlines()[0] == "Usage of 'alice', UTC days 2026-01-01 to 2026-01-31: settled Completions"
+    days = table(out.split("\n\n")[0].split("\n", 1)[1])
+    assert days == [
+        {"DAY": "2026-01-05", "COMPLETIONS": "3", "TOKENS": "114", "COMPLETED": "2", "FAILED": "0", "STOPPED": "1"},
+        {"DAY": "2026-01-07", "COMPLETIONS": "1", "TOKENS": "6", "COMPLETED": "0", "FAILED": "1", "STOPPED": "0"},
+        {"DAY": "TOTAL", "COMPLETIONS": "4", "TOKENS": "120", "COMPLETED": "2", "FAILED": "1", "STOPPED": "1"},
+    ]
+    only_ci = ok(cli, "usage", "alice", "--key", ci, "--from", "2026-01-05", "--to", "2026-01-06")
+    assert "Usage of 'alice', key 'ci', UTC days 2026-01-05 to 2026-01-06" in only_ci
+    assert [row["TOKENS"] for row in table(only_ci.split("\n\n")[0].split("\n", 1)[1])] == ["100", "100"]
+
+
+async def test_usage_lists_running_holds(cli, money):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    alice, now = await user_id(money, "alice"), utcnow()
+    running = await hold(money, alice, ci, 25, now)
+    await hold(money, alice, laptop, 5, now + timedelta(seconds=1))
+    await spent(money, alice, laptop, 10, 10, at=now)
+    out = ok(cli, "usage", "alice")  # this month up to today by default
+    holds = table(out.split("Running Holds\n")[1])
+    assert [(h["KEY"], h["MODEL"], h["SOURCE"], h["TOKENS HELD"]) for h in holds] == [
+        ("ci", "tiny-llama", "api", "25"), ("laptop", "tiny-llama", "api", "5")]
+    assert holds[0]["HOLD"] == str(running)
+    assert table(out.split("\n\n")[0].split("\n", 1)[1])[-1]["TOKENS"] == "10"  # running ones are not settled
+    only_ci = table(ok(cli, "usage", "alice", "--key", ci).split("Running Holds\n")[1])
+    assert [h["TOKENS HELD"] for h in only_ci] == ["25"]
+    await settle(money, running, 20, UsageStatus.completed, now)
+    assert table(ok(cli, "usage", "alice", "--key", ci).split("Running Holds\n")[1]) == []
+
+
+async def test_usage_refusals(cli):
+    make_user(cli, "alice", "laptop")
+    (bobs,) = make_user(cli, "bob", "bobs")
+    assert refused(cli, "usage", "alice", "--from", "2026-02-01", "--to", "2026-01-31") == (
+        "The first day 2026-02-01 comes after the last day 2026-01-31."
+    )
+    assert refused(cli, "usage", "alice", "--from", "2025-01-01", "--to", "2026-01-31") == (
+        "Usage counts at most 366 days at a time; 2025-01-01 to 2026-01-31 is more."
+    )
+    assert refused(cli, "usage", "alice", "--from", "Jan 1") == "'Jan 1' is not a day: write it as YYYY-MM-DD."
+    assert refused(cli, "usage", "alice", "--key", bobs) == f"'alice' has no API key with the id {bobs}."
+    assert refused(cli, "usage", "nobody") == "No user has the name or id 'nobody'."
