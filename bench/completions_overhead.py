@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from cluster.ray_env import prepare_ray_environment  # noqa: E402
 from deployments.vllm_runtime import prepare_environment  # noqa: E402
+from bench.proc import proc_stat_fields  # noqa: E402
 
 MODEL_ID = "smollm2-135m"  # the embedded profile's default
 TOKEN_TOLERANCE = 0.05
@@ -180,13 +181,6 @@ def session_members(sid: int) -> list[int]:
     return pids
 
 
-def proc_stat_fields(pid: int | str) -> list[str] | None:
-    """/proc/PID/stat from the state field on (the command name may hold spaces)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2:].split()
 
 
 class OtherLoad:

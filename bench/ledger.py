@@ -63,6 +63,7 @@ from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
 from ledger.models import Counting, UsageStatus  # noqa: E402
 from ledger.tokens import DEFAULT_MONTHLY_ALLOWANCE, Held, HoldAsk, Shortfall, end_hold, take_hold  # noqa: E402
+from bench.proc import proc_stat_fields  # noqa: E402
 
 # sqlmodel's AsyncSession.execute() warns on every call (the ledger's code calls it too).
 warnings.filterwarnings("ignore", message=r"(?s).*You probably want to use `session.exec", category=DeprecationWarning)
@@ -95,12 +96,6 @@ def ms(seconds: float) -> float:
     return round(seconds * 1000, 2)
 
 
-def proc_stat_fields(pid: int | str) -> list[str] | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2:].split()
 
 
 class CpuMeter:

@@ -3,7 +3,8 @@
 A Hold reserves the most tokens a request can use, in one transaction
 with row locks on every counter it touches (the User's month, the User's
 Budget, the key's own Budget), always in that order, so concurrent
-requests never hold more than there is and never deadlock. It is taken
+requests never hold more than there is and never deadlock. The month's
+row is locked by every Hold of the User, so it orders them all. It is taken
 whole from this month's allowance when it fits there, else from the
 Budget; a key with its own Budget pays there too. Each Hold ends once:
 settled to what the request used, or released.
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import case, insert, or_, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.coltypes import utcnow
+from ledger.ids import uuid7
 from ledger.models import (
     Budget, Counting, Hold, HoldState, MonthlyUsage, PaysFrom, UsageSource, UsageStatus, User,
 )
@@ -104,62 +106,65 @@ def lowered_max_tokens(ask: HoldAsk, balances: Balances) -> int:
     return min(best, ask.max_tokens) if best >= 1 else 0
 
 
-async def _month_row(session: AsyncSession, user_id: uuid.UUID, month: str) -> MonthlyUsage:
-    query = select(MonthlyUsage).where(MonthlyUsage.user_id == user_id, MonthlyUsage.month == month)
-    row = (await session.execute(query.with_for_update())).scalar_one_or_none()
-    if row is None:
-        # Two first requests of a month may race here: the loser reads the winner's row.
-        try:
-            async with session.begin_nested():
-                session.add(MonthlyUsage(user_id=user_id, month=month, used=0))
-        except IntegrityError:
-            pass
-        row = (await session.execute(query.with_for_update())).scalar_one()
-    return row
+def _upsert(session: AsyncSession) -> Any:
+    """The dialect's INSERT, which has ON CONFLICT on both PostgreSQL and SQLite."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return (postgresql if session.bind.dialect.name == "postgresql" else sqlite).insert
 
 
-async def _budget_row(session: AsyncSession, user_id: uuid.UUID, key_id: uuid.UUID | None) -> Budget | None:
-    query = select(Budget).where(Budget.user_id == user_id)
-    query = query.where(Budget.key_id == key_id) if key_id else query.where(Budget.key_id.is_(None))
-    return (await session.execute(query.with_for_update())).scalar_one_or_none()
+async def _lock_month(session: AsyncSession, user_id: uuid.UUID, month: str) -> int:
+    """This month's allowance used, its row made if needed and locked, in one statement."""
+    table = MonthlyUsage.__table__
+    statement = _upsert(session)(table).values(user_id=user_id, month=month, used=0)
+    statement = statement.on_conflict_do_update(
+        index_elements=[table.c.user_id, table.c.month], set_={"used": table.c.used},
+    ).returning(table.c.used)
+    return int((await session.execute(statement)).scalar_one())
 
 
-@dataclass
-class LockedCounters:
-    user: User
-    month: MonthlyUsage
-    budget: Budget | None
-    key_budget: Budget | None
-
-    def balances(self, default_allowance: int) -> Balances:
-        allowance = self.user.monthly_allowance
-        allowance = default_allowance if allowance is None else allowance
-        return Balances(
-            allowance=allowance,
-            allowance_left=max(0, allowance - self.month.used),
-            budget_left=self.budget.tokens if self.budget else 0,
-            key_left=self.key_budget.tokens if self.key_budget else None,
-        )
+async def _lock_budgets(session: AsyncSession, user_id: uuid.UUID, key_id: uuid.UUID | None) -> dict:
+    """Tokens left in the User's Budget (key None) and the key's own, locked in one fixed order."""
+    table = Budget.__table__
+    owners = table.c.key_id.is_(None) if key_id is None else or_(table.c.key_id.is_(None), table.c.key_id == key_id)
+    query = (select(table.c.key_id, table.c.tokens).where(table.c.user_id == user_id, owners)
+             .order_by(table.c.key_id.is_not(None)).with_for_update())
+    return {row.key_id: int(row.tokens) for row in await session.execute(query)}
 
 
-async def lock_counters(session: AsyncSession, user_id: uuid.UUID, key_id: uuid.UUID | None,
-                        month: str) -> LockedCounters:
-    """Lock, in one fixed order, every counter a Hold of this user and key touches."""
-    user = (await session.execute(select(User).where(User.id == user_id).with_for_update())).scalar_one()
-    month_row = await _month_row(session, user_id, month)
-    budget = await _budget_row(session, user_id, None)
-    key_budget = await _budget_row(session, user_id, key_id) if key_id else None
-    return LockedCounters(user, month_row, budget, key_budget)
+async def _allowance(session: AsyncSession, user_id: uuid.UUID, default_allowance: int) -> int:
+    override = (await session.execute(select(User.monthly_allowance).where(User.id == user_id))).scalar_one()
+    return default_allowance if override is None else int(override)
 
 
-def _charge(counters: LockedCounters, pays_from: PaysFrom, tokens: int) -> None:
-    """Take `tokens` (or give them back, when negative) from where the Hold pays."""
+async def read_balances(session: AsyncSession, ask: HoldAsk, month: str, default_allowance: int) -> Balances:
+    """Lock the counters a Hold of this user and key touches (month, then Budgets) and read them."""
+    allowance = await _allowance(session, ask.user_id, default_allowance)
+    used = await _lock_month(session, ask.user_id, month)
+    budgets = await _lock_budgets(session, ask.user_id, ask.key_id)
+    return Balances(allowance=allowance, allowance_left=max(0, allowance - used),
+                    budget_left=budgets.get(None, 0),
+                    key_left=budgets.get(ask.key_id) if ask.key_id in budgets and ask.key_id else None)
+
+
+def _floor0(column: Any, change: Any) -> Any:
+    """column + change, but never below 0: usage past a Hold is taken down to 0."""
+    return case((column + change < 0, 0), else_=column + change)
+
+
+async def _charge(session: AsyncSession, user_id: uuid.UUID, month: str, pays_from: PaysFrom,
+                  key_id: uuid.UUID | None, tokens: int) -> None:
+    """Take `tokens` (give them back when negative) where the Hold pays, and from the key's Budget."""
+    usage, budgets = MonthlyUsage.__table__, Budget.__table__
     if pays_from is PaysFrom.allowance:
-        counters.month.used = max(0, counters.month.used + tokens)
-    elif counters.budget is not None:
-        counters.budget.tokens = max(0, counters.budget.tokens - tokens)
-    if counters.key_budget is not None:
-        counters.key_budget.tokens = max(0, counters.key_budget.tokens - tokens)
+        await session.execute(update(usage).where(usage.c.user_id == user_id, usage.c.month == month)
+                              .values(used=_floor0(usage.c.used, tokens)))
+    else:
+        await session.execute(update(budgets).where(budgets.c.user_id == user_id, budgets.c.key_id.is_(None))
+                              .values(tokens=_floor0(budgets.c.tokens, -tokens)))
+    if key_id is not None:
+        await session.execute(update(budgets).where(budgets.c.key_id == key_id)
+                              .values(tokens=_floor0(budgets.c.tokens, -tokens)))
 
 
 async def take_hold(session: AsyncSession, ask: HoldAsk, *, default_allowance: int = DEFAULT_MONTHLY_ALLOWANCE,
@@ -167,8 +172,7 @@ async def take_hold(session: AsyncSession, ask: HoldAsk, *, default_allowance: i
     """Hold the request's tokens, lowering max_tokens when `ask.may_lower`; one transaction."""
     now = now or utcnow()
     month = month_of(now)
-    counters = await lock_counters(session, ask.user_id, ask.key_id, month)
-    balances = counters.balances(default_allowance)
+    balances = await read_balances(session, ask, month, default_allowance)
     max_tokens = ask.max_tokens
     pays_from = balances.fits(ask.tokens())
     if pays_from is None and ask.may_lower:
@@ -178,14 +182,16 @@ async def take_hold(session: AsyncSession, ask: HoldAsk, *, default_allowance: i
         await session.rollback()
         return _shortfall(ask, balances, now)
     tokens = ask.tokens(max_tokens)
-    _charge(counters, pays_from, tokens)
-    hold = Hold(user_id=ask.user_id, key_id=ask.key_id, source=ask.source, model=ask.model,
-                request_id=ask.request_id, month=month, tokens=tokens, pays_from=pays_from,
-                key_budget=counters.key_budget is not None, owner=ask.owner,
-                lease_until=now + timedelta(seconds=ask.lease_s), created_at=now)
-    session.add(hold)
+    key_budget = balances.key_left is not None
+    await _charge(session, ask.user_id, month, pays_from, ask.key_id if key_budget else None, tokens)
+    hold_id = uuid7()
+    await session.execute(insert(Hold.__table__).values(
+        id=hold_id, user_id=ask.user_id, key_id=ask.key_id, source=ask.source.value, model=ask.model,
+        request_id=ask.request_id, month=month, tokens=tokens, pays_from=pays_from.value,
+        key_budget=key_budget, state=HoldState.held.value, status=UsageStatus.running.value, used=0,
+        owner=ask.owner, lease_until=now + timedelta(seconds=ask.lease_s), created_at=now))
     await session.commit()
-    return Held(hold.id, tokens, max_tokens, pays_from)
+    return Held(hold_id, tokens, max_tokens, pays_from)
 
 
 def _shortfall(ask: HoldAsk, balances: Balances, now: datetime) -> Shortfall:
@@ -195,19 +201,24 @@ def _shortfall(ask: HoldAsk, balances: Balances, now: datetime) -> Shortfall:
 
 async def end_hold(session: AsyncSession, hold_id: uuid.UUID, *, used: int | None, counting: Counting | None,
                    status: UsageStatus, now: datetime | None = None) -> bool:
-    """Settle the Hold to `used` tokens, or release it (used None). False if it had ended already."""
-    now = now or utcnow()
-    hold = (await session.execute(select(Hold).where(Hold.id == hold_id))).scalar_one()
-    counters = await lock_counters(session, hold.user_id, hold.key_id if hold.key_budget else None, hold.month)
-    hold = (await session.execute(select(Hold).where(Hold.id == hold_id).with_for_update())).scalar_one()
-    if hold.state is not HoldState.held:
+    """Settle the Hold to `used` tokens, or release it (used None). False if it had ended already.
+
+    The Hold's row is locked first, then only the counters it paid from, in
+    the order take_hold locks them (month, the User's Budget, the key's).
+    """
+    table = Hold.__table__
+    hold = (await session.execute(select(table).where(table.c.id == hold_id).with_for_update())).one()
+    if hold.state != HoldState.held.value:
         await session.rollback()
         return False
     spent = 0 if used is None else used
     # Back what was not used; past the Hold, take the rest down to 0.
-    _charge(counters, hold.pays_from, spent - hold.tokens)
-    hold.state = HoldState.released if used is None else HoldState.settled
-    hold.used, hold.counting, hold.status, hold.ended_at = spent, counting, status, now
+    key_id = hold.key_id if hold.key_budget else None
+    await _charge(session, hold.user_id, hold.month, PaysFrom(hold.pays_from), key_id, spent - hold.tokens)
+    state = HoldState.released if used is None else HoldState.settled
+    await session.execute(update(table).where(table.c.id == hold_id).values(
+        state=state.value, used=spent, counting=counting.value if counting else None,
+        status=status.value, ended_at=now or utcnow()))
     await session.commit()
     return True
 
