@@ -110,7 +110,9 @@ def _upsert(session: AsyncSession) -> Any:
     """The dialect's INSERT, which has ON CONFLICT on both PostgreSQL and SQLite."""
     from sqlalchemy.dialects import postgresql, sqlite
 
-    return (postgresql if session.bind.dialect.name == "postgresql" else sqlite).insert
+    # An AsyncConnection has the dialect; an AsyncSession reaches it through its bind.
+    dialect = getattr(session, "dialect", None) or session.bind.dialect
+    return (postgresql if dialect.name == "postgresql" else sqlite).insert
 
 
 async def _lock_month(session: AsyncSession, user_id: uuid.UUID, month: str) -> int:
