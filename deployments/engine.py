@@ -43,6 +43,10 @@ class SamplingSpec:
     # One output at the end instead of one per step: a request without a
     # stream then crosses the replica boundary once, not once per token.
     final_only: bool = False
+    # vllm-lens: read the residual stream at these Layers (ascending, never
+    # empty; None reads nothing). The plugin reads any other value but None,
+    # even False, as "every Layer", so only a list ever reaches it.
+    capture_layers: list[int] | None = None
 
 
 @dataclass
@@ -73,6 +77,8 @@ class EngineOutput:
     choices: list[ChoiceDelta]
     finished: bool = False
     prompt_logprobs: list[PositionLogprobs | None] | None = None
+    # With the last output of a capture: {"residual_stream": encoded tensor}.
+    activations: dict | None = None
 
 
 @dataclass

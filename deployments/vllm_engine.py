@@ -27,19 +27,30 @@ def build_engine_args(weights: str, engine: dict[str, Any], cpu: bool) -> Any:
     return AsyncEngineArgs(model=weights, tokenizer=weights, **args)
 
 
-def to_sampling_params(spec: SamplingSpec) -> Any:
-    from vllm import SamplingParams
+def output_kind(spec: SamplingSpec) -> Any:
     from vllm.sampling_params import RequestOutputKind
 
+    if spec.final_only:
+        return RequestOutputKind.FINAL_ONLY
+    # vllm-lens trap: it trims a capture to prompt + len(last output's tokens) - 1
+    # rows, which with DELTA outputs drops every generated row but one. A streamed
+    # capture runs CUMULATIVE, and `Deltas` turns it back into deltas.
+    return RequestOutputKind.CUMULATIVE if spec.capture_layers else RequestOutputKind.DELTA
+
+
+def to_sampling_params(spec: SamplingSpec) -> Any:
+    from vllm import SamplingParams
+
     # A fresh SamplingParams per request: vllm-lens mutates the one it gets.
+    extra_args = {"output_residual_stream": list(spec.capture_layers)} if spec.capture_layers else None
     return SamplingParams(
+        extra_args=extra_args,
         n=spec.n, max_tokens=spec.max_tokens, temperature=spec.temperature,
         top_p=spec.top_p, top_k=spec.top_k, min_p=spec.min_p,
         presence_penalty=spec.presence_penalty, frequency_penalty=spec.frequency_penalty,
         repetition_penalty=spec.repetition_penalty, seed=spec.seed, stop=list(spec.stop) or None,
         logprobs=spec.logprobs, prompt_logprobs=spec.prompt_logprobs,
-        output_kind=RequestOutputKind.FINAL_ONLY if spec.final_only else RequestOutputKind.DELTA,
-        skip_special_tokens=True,
+        output_kind=output_kind(spec), skip_special_tokens=True,
     )
 
 
@@ -52,22 +63,41 @@ def _position(position: Any) -> PositionLogprobs | None:
     }
 
 
-def to_engine_output(out: Any, first: bool) -> EngineOutput:
-    choices = [
-        ChoiceDelta(
-            index=c.index, text=c.text, token_ids=list(c.token_ids),
-            logprobs=None if c.logprobs is None else [_position(p) for p in c.logprobs],
-            finish_reason=c.finish_reason, stop_reason=c.stop_reason,
-        )
-        for c in out.outputs
-    ]
+class Deltas:
+    """What each choice of a CUMULATIVE stream added since its last output."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[int, int]] = {}  # index -> (characters, tokens)
+
+    def choice(self, c: Any) -> ChoiceDelta:
+        chars, tokens = self.seen.get(c.index, (0, 0))
+        self.seen[c.index] = (len(c.text), len(c.token_ids))
+        logprobs = None if c.logprobs is None else [_position(p) for p in list(c.logprobs)[tokens:]]
+        return ChoiceDelta(index=c.index, text=c.text[chars:], token_ids=list(c.token_ids)[tokens:],
+                           logprobs=logprobs, finish_reason=c.finish_reason, stop_reason=c.stop_reason)
+
+
+def to_engine_output(out: Any, first: bool, deltas: Deltas | None = None) -> EngineOutput:
+    # DELTA and FINAL_ONLY outputs are deltas already; CUMULATIVE ones go through `deltas`.
+    deltas = deltas or Deltas()
+    choices = [deltas.choice(c) for c in out.outputs]
     prompt_logprobs = None
     if first and out.prompt_logprobs is not None:
         prompt_logprobs = [_position(p) for p in out.prompt_logprobs]
     return EngineOutput(
         request_id=out.request_id, prompt_token_ids=list(out.prompt_token_ids or []),
         choices=choices, finished=bool(out.finished), prompt_logprobs=prompt_logprobs,
+        activations=encoded_activations(getattr(out, "activations", None)),
     )
+
+
+def encoded_activations(activations: Any) -> dict | None:
+    """vllm-lens's torch tensor, encoded here so only compact bytes cross to the API."""
+    if not activations or activations.get("residual_stream") is None:
+        return None
+    from api.activations.tensor import encode_torch
+
+    return {"residual_stream": encode_torch(activations["residual_stream"])}
 
 
 def classify_failure(error: BaseException) -> Exception:
@@ -110,10 +140,10 @@ class VllmEngine(Engine):
             to_sampling_params(request.sampling), request.request_id,
             priority=request.sampling.priority,
         )
-        first = True
+        first, deltas = True, Deltas()
         try:
             async for out in stream:
-                yield to_engine_output(out, first)
+                yield to_engine_output(out, first, deltas if request.sampling.capture_layers else None)
                 first = False
         except (EngineRefused, EngineDead, EngineOutOfMemory):
             raise

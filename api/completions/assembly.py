@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from api import errors
 from api.completions.formatting import ChoiceState, Decode, logprobs_json, prompt_logprobs_json
 from api.completions.request import PlannedRequest
 from deployments.engine import EngineOutput, PositionLogprobs
@@ -40,6 +41,7 @@ class PromptState:
     choices: dict[int, ChoiceState] = field(default_factory=dict)
     prompt_logprobs: list[PositionLogprobs | None] | None = None
     finished: bool = False
+    activations: dict | None = None
 
 
 class CompletionAssembly:
@@ -58,6 +60,8 @@ class CompletionAssembly:
         prompt = self.prompts[p]
         if output.prompt_logprobs is not None:
             prompt.prompt_logprobs = output.prompt_logprobs
+        if output.activations is not None:
+            prompt.activations = output.activations
         chunks = []
         for delta in output.choices:
             state = prompt.choices.setdefault(delta.index, ChoiceState())
@@ -146,13 +150,33 @@ class CompletionAssembly:
             "prompt_logprobs": prompt_logprobs,
         }
 
+    def check_activations(self) -> dict[str, Any] | None:
+        """The Activations, once their shape fits the request; 502 when it does not."""
+        capture = self.planned.capture
+        if capture is None:
+            return None
+        prompt = self.prompts[0]  # a capture is for one prompt and one choice
+        tensor = (prompt.activations or {}).get("residual_stream")
+        if tensor is None:
+            raise errors.UpstreamServerError(errors.ANSWER_MISFIT_PREFIX + "its activations are missing.")
+        rows = len(prompt.token_ids) + self.completion_tokens() - 1
+        expected = [len(capture.layers), rows, capture.hidden_size]
+        if list(tensor["shape"]) != expected:
+            raise errors.UpstreamServerError(
+                errors.ANSWER_MISFIT_PREFIX + f"its activations have the shape {tensor['shape']}, not {expected}.")
+        return {"residual_stream": tensor}
+
     def completion(self) -> dict[str, Any]:
         choices = [
             self._final_choice(p, i)
             for p, prompt in enumerate(self.prompts) for i in sorted(prompt.choices)
         ]
-        return {"id": self.id, "object": "text_completion", "created": self.created,
+        body = {"id": self.id, "object": "text_completion", "created": self.created,
                 "model": self.model_name, "choices": choices, "usage": self.usage()}
+        activations = self.check_activations()
+        if activations is not None:
+            body["activations"] = activations
+        return body
 
     def chunk(self, choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"id": self.id, "object": "text_completion", "created": self.created,

@@ -43,6 +43,12 @@ class CompletionRequest:
     apply_steering_vectors: list[dict] | None = None
 
 
+@dataclass(frozen=True)
+class Capture:
+    layers: list[int]
+    hidden_size: int
+
+
 @dataclass
 class PlannedRequest:
     """A request whose prompts are tokenized and whose max_tokens is decided."""
@@ -54,6 +60,8 @@ class PlannedRequest:
     max_tokens_source: Literal["client", "default"]
     # The default was lowered to the 15,600 non-stream limit.
     deadline_clamped: bool = False
+    # output_residual_stream, resolved: the Layers to read, and the rows' width.
+    capture: Capture | None = None
 
     def sampling(self, max_tokens: int | None = None) -> SamplingSpec:
         r = self.request
@@ -63,4 +71,5 @@ class PlannedRequest:
             presence_penalty=r.presence_penalty, frequency_penalty=r.frequency_penalty,
             repetition_penalty=r.repetition_penalty, seed=r.seed, stop=list(r.stop),
             logprobs=r.logprobs, prompt_logprobs=r.prompt_logprobs, priority=r.priority,
+            capture_layers=list(self.capture.layers) if self.capture else None,
         )

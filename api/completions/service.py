@@ -14,7 +14,7 @@ from api import errors
 from api.budget import clamp_value
 from api.completions.assembly import CompletionAssembly
 from api.completions.planning import plan
-from api.completions.request import PlannedRequest
+from api.completions.request import Capture, PlannedRequest
 from api.completions.runner import run_outputs
 from api.completions.settlement import Settlement
 from api.completions.streaming import DONE, spaced_json, sse, with_keepalives
@@ -46,6 +46,16 @@ class ModelFacts:
 def model_facts(model: Any, vocab_size: int | None) -> ModelFacts:
     return ModelFacts(model.id, model.served_model_name, model.max_model_len,
                       model.n_layers, model.hidden_size, vocab_size)
+
+
+def capture_of(request: Any, model: Any) -> Capture | None:
+    """The Layers of output_residual_stream: `true` is every Layer, spelled out, because
+    vllm-lens reads any value but None (False too) as every Layer."""
+    layers = request.output_residual_stream
+    if layers is None:
+        return None
+    layers = list(range(model.n_layers)) if layers is True else sorted(set(layers))
+    return Capture(layers, model.hidden_size)
 
 
 def hold_ask(planned: PlannedRequest, principal: Any, model_id: str, request_id: str) -> HoldAsk:
@@ -90,7 +100,7 @@ class CompletionService:
         model = self.services.resolve_model(request.model)
         tokenizer = self.services.tokenizers.get(model)
         planned = plan(request, model=model_facts(model, tokenizer.vocab_size), count_tokens=tokenizer.encode)
-        return planned, model
+        return dataclasses.replace(planned, capture=capture_of(request, model)), model
 
     async def create(self, body: Any, request_id: str, principal: Any, idempotency_key: str | None = None) -> Any:
         # Tokenizing a large prompt must not stall the other requests' event loop.
@@ -146,6 +156,7 @@ class CompletionService:
                 async for p, output in run_outputs(assembly, gateway, request_id):
                     assembly.add(p, output)
             check_complete(assembly)
+            assembly.check_activations()
         except TimeoutError as timeout:
             error = errors.UpstreamDeadline(errors.DEADLINE_MESSAGE)
             gateway.record(error)
@@ -227,10 +238,14 @@ class CompletionService:
                 for chunk in self._chunks(assembly, p, output):
                     yield chunk
             check_complete(assembly)
+            activations = assembly.check_activations()
             gateway.record(None)
             await settlement.reported(assembly.usage()["total_tokens"])
             if assembly.planned.request.include_usage:
                 yield sse(assembly.chunk([], assembly.usage()))
+            if activations is not None:
+                # Inference's streams never carry them: the API adds a last chunk of their own.
+                yield sse({**assembly.chunk([]), "activations": activations})
         except errors.ApiError as error:
             gateway.record(error)
             await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.failed)
