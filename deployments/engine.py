@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 
 @dataclass
@@ -20,6 +20,18 @@ class TokenLogprob:
 
 # One position's top tokens (and the chosen one), keyed by token id.
 PositionLogprobs = dict[int, TokenLogprob]
+
+
+@dataclass(frozen=True)
+class Steer:
+    """One Steering vector: rows [layers, hidden], or [layers, positions, hidden] with
+    absolute `positions` (counted from 0 at the first prompt token)."""
+
+    rows: Any  # a float32 numpy array
+    layer_indices: list[int]
+    scale: float = 1.0
+    norm_match: bool = False
+    positions: list[int] | None = None
 
 
 @dataclass
@@ -47,6 +59,7 @@ class SamplingSpec:
     # empty; None reads nothing). The plugin reads any other value but None,
     # even False, as "every Layer", so only a list ever reaches it.
     capture_layers: list[int] | None = None
+    steering: list[Steer] | None = None
 
 
 @dataclass

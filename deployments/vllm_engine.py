@@ -8,8 +8,10 @@ from __future__ import annotations
 import time
 from typing import Any, AsyncIterator
 
+import numpy as np
+
 from deployments.engine import (
-    ChoiceDelta, Engine, EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused,
+    Steer, ChoiceDelta, Engine, EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused,
     EngineState, GenerateRequest, PositionLogprobs, SamplingSpec, TokenLogprob,
 )
 from deployments.vllm_runtime import prepare_environment
@@ -21,6 +23,8 @@ def build_engine_args(weights: str, engine: dict[str, Any], cpu: bool) -> Any:
     args = dict(engine)
     args.setdefault("max_logprobs", -1)  # prompt_logprobs -1 asks for the whole vocabulary
     args.setdefault("scheduling_policy", "priority")  # the spec's `priority` field
+    # vllm-lens's extension, with our fixes of its traps (deployments/lens_fixes.py).
+    args.setdefault("worker_extension_cls", "deployments.lens_fixes.FixedHiddenStatesExtension")
     if cpu:
         args.setdefault("distributed_executor_backend", "uni")
     args["tensor_parallel_size"] = args.get("tensor_parallel_size", 1)
@@ -42,9 +46,13 @@ def to_sampling_params(spec: SamplingSpec) -> Any:
     from vllm import SamplingParams
 
     # A fresh SamplingParams per request: vllm-lens mutates the one it gets.
-    extra_args = {"output_residual_stream": list(spec.capture_layers)} if spec.capture_layers else None
+    extra_args: dict[str, Any] = {}
+    if spec.capture_layers:
+        extra_args["output_residual_stream"] = list(spec.capture_layers)
+    if spec.steering:
+        extra_args["apply_steering_vectors"] = [steering_vector(steer) for steer in spec.steering]
     return SamplingParams(
-        extra_args=extra_args,
+        extra_args=extra_args or None,
         n=spec.n, max_tokens=spec.max_tokens, temperature=spec.temperature,
         top_p=spec.top_p, top_k=spec.top_k, min_p=spec.min_p,
         presence_penalty=spec.presence_penalty, frequency_penalty=spec.frequency_penalty,
@@ -52,6 +60,20 @@ def to_sampling_params(spec: SamplingSpec) -> Any:
         logprobs=spec.logprobs, prompt_logprobs=spec.prompt_logprobs,
         output_kind=output_kind(spec), skip_special_tokens=True,
     )
+
+
+def steering_vector(steer: Steer) -> Any:
+    """vllm-lens's SteeringVector, built in this process (tensors cannot cross msgspec).
+
+    vllm-lens trap: a 2-D vector with position_indices ignores the positions;
+    the API sends positions only with 3-D rows, one vector per position.
+    """
+    import torch
+    from vllm_lens._helpers.types import SteeringVector
+
+    return SteeringVector(activations=torch.from_numpy(np.ascontiguousarray(steer.rows, dtype=np.float32)),
+                          layer_indices=list(steer.layer_indices), scale=steer.scale,
+                          norm_match=steer.norm_match, position_indices=steer.positions)
 
 
 def _position(position: Any) -> PositionLogprobs | None:
@@ -135,8 +157,14 @@ class VllmEngine(Engine):
     async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]:
         from vllm.inputs import TokensPrompt
 
+        prompt = TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
+        if request.sampling.steering:
+            # vllm-lens trap: a steered request skips reading the prefix cache but still
+            # writes its (steered) blocks there; a salt of its own keeps them out of
+            # every other request's reach.
+            prompt["cache_salt"] = f"steered-{request.request_id}"
         stream = self._llm.generate(
-            TokensPrompt(prompt_token_ids=list(request.prompt_token_ids)),
+            prompt,
             to_sampling_params(request.sampling), request.request_id,
             priority=request.sampling.priority,
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from deployments.engine import SamplingSpec
+from deployments.engine import SamplingSpec, Steer
 
 Prompt = str | list[int]
 
@@ -62,6 +62,8 @@ class PlannedRequest:
     deadline_clamped: bool = False
     # output_residual_stream, resolved: the Layers to read, and the rows' width.
     capture: Capture | None = None
+    # apply_steering_vectors, decoded and checked against the model.
+    steering: list[Steer] | None = None
 
     def sampling(self, max_tokens: int | None = None) -> SamplingSpec:
         r = self.request
@@ -72,4 +74,5 @@ class PlannedRequest:
             repetition_penalty=r.repetition_penalty, seed=r.seed, stop=list(r.stop),
             logprobs=r.logprobs, prompt_logprobs=r.prompt_logprobs, priority=r.priority,
             capture_layers=list(self.capture.layers) if self.capture else None,
+            steering=list(self.steering) if self.steering else None,
         )

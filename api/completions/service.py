@@ -11,6 +11,7 @@ from typing import Any, AsyncIterator
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from api import errors
+from api.activations.steering import parse_steers
 from api.budget import clamp_value
 from api.completions.assembly import CompletionAssembly
 from api.completions.planning import plan
@@ -99,8 +100,13 @@ class CompletionService:
         request = parse_completion_request(body)
         model = self.services.resolve_model(request.model)
         tokenizer = self.services.tokenizers.get(model)
-        planned = plan(request, model=model_facts(model, tokenizer.vocab_size), count_tokens=tokenizer.encode)
-        return dataclasses.replace(planned, capture=capture_of(request, model)), model
+        facts = model_facts(model, tokenizer.vocab_size)
+        planned = plan(request, model=facts, count_tokens=tokenizer.encode)
+        steering = None
+        if request.apply_steering_vectors:
+            prompt_tokens = len(planned.prompt_token_ids[0])  # steering is for one prompt
+            steering = parse_steers(request.apply_steering_vectors, facts, prompt_tokens, planned.max_tokens)
+        return dataclasses.replace(planned, capture=capture_of(request, model), steering=steering), model
 
     async def create(self, body: Any, request_id: str, principal: Any, idempotency_key: str | None = None) -> Any:
         # Tokenizing a large prompt must not stall the other requests' event loop.
