@@ -112,3 +112,43 @@ async def test_a_misfit_answer_is_502_and_costs_nothing(real_stack: Any, monkeyp
     assert_error(r, 502, "upstream_server_error", type="upstream_error", headers={"x-should-retry": "false"},
                  message="Inference's answer does not fit the request: its activations are missing.")
     assert (await left(real_stack)).allowance_used == before
+
+
+async def test_the_spec_refusals_of_a_capture(real_stack: Any) -> None:
+    async def post(**fields: Any) -> Any:
+        return await real_stack.http.post("/v1/completions", headers=real_stack.auth(),
+                                          json={"model": "llama-8b", "prompt": "The sky is", **fields})
+
+    assert_error(await post(n=2, output_residual_stream=[0]), 400, "invalid_request",
+                 param="output_residual_stream",
+                 message="Set n to 1: activations and steering vectors are for one choice only.")
+    assert_error(await post(max_tokens=2, output_residual_stream=[4]), 400, "invalid_request",
+                 param="output_residual_stream",
+                 message="acs/tiny-llama-random has Layers 0 to 3: it has no Layer 4.")
+    assert_error(await post(max_tokens=2, output_residual_stream=[]), 400, "invalid_request",
+                 param="output_residual_stream")
+
+
+async def test_mixed_concurrent_requests_each_get_their_own_answer(real_stack: Any, hf_model: Any) -> None:
+    """Plain, captured and steered requests in one batch: each answer is its own."""
+    import asyncio
+
+    rng = np.random.default_rng(1)
+    vectors = [rng.standard_normal(64).astype(np.float32) * 5 for _ in range(3)]
+
+    async def post(body: dict) -> dict:
+        r = await real_stack.http.post("/v1/completions", headers=real_stack.auth(),
+                                       json={"prompt": SKY_IDS, "max_tokens": 1, "temperature": 0, **body})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    bodies = [{"output_residual_stream": [1]}] + [
+        {"output_residual_stream": [1], "apply_steering_vectors": [{"activations": [v.tolist()], "layer_indices": [1]}]}
+        for v in vectors] + [{}, {}]
+    answers = await asyncio.gather(*[post(b) for b in bodies])
+    plain = reference(hf_model, SKY_IDS, [1])[0]
+    read = [decode(a["activations"]["residual_stream"], max_bytes=1 << 24)[0] for a in answers[:4]]
+    np.testing.assert_allclose(read[0], plain, atol=1e-4)
+    for got, vector in zip(read[1:], vectors):
+        np.testing.assert_allclose(got, plain + vector, atol=1e-4)
+    assert all("activations" not in a for a in answers[4:])

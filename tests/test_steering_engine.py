@@ -142,3 +142,23 @@ async def test_the_spec_refusals(real_stack: Any) -> None:
         "apply_steering_vectors steers position 5, but the forward passes of this request reach position 4 at "
         "most: the prompt has 4 tokens and max_tokens is 2, and the last generated token never runs through the "
         "model. Steer a position up to 4, or raise max_tokens."))
+
+
+async def test_reads_and_position_steering_span_prefill_chunks(real_stack: Any, hf_model: Any) -> None:  # noqa: F811
+    """The tiny model prefills 32 tokens a step: a 90-token prompt runs in three chunks."""
+    prompt = [128000] + [int(t) for t in RNG.integers(1000, 100000, size=89)]
+    rows = [[V.tolist()]]
+
+    async def read(scale: float) -> np.ndarray:
+        r = await real_stack.http.post("/v1/completions", headers=real_stack.auth(), json={
+            "prompt": prompt, "max_tokens": 1, "temperature": 0, "output_residual_stream": [1, 2],
+            "apply_steering_vectors": [{"activations": rows, "layer_indices": [1], "position_indices": [70],
+                                        "scale": scale}]})
+        assert r.status_code == 200, r.text
+        return decode(r.json()["activations"]["residual_stream"], max_bytes=1 << 24)
+
+    baseline, steered = await read(0.0), await read(3.0)
+    np.testing.assert_allclose(baseline, reference(hf_model, prompt, [1, 2]), atol=1e-4, rtol=1e-4)
+    moved = np.abs(steered[0] - baseline[0]).max(axis=-1) > 1e-3
+    assert np.flatnonzero(moved).tolist() == [70]
+    np.testing.assert_allclose(steered[0, 70] - baseline[0, 70], 3 * V, atol=1e-4)
