@@ -92,22 +92,24 @@ class OtherLoad:
         return total
 
     @staticmethod
-    def _busy() -> int:
+    def _cpu() -> tuple[int, int]:
         values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-        return values[0] + values[1] + values[2]  # user, nice, system
+        return values[0] + values[1] + values[2], values[7]  # user + nice + system; steal
 
     def start(self) -> "OtherLoad":
-        self.t0, self.busy0, self.ours0 = time.monotonic(), self._busy(), self._ours()
+        self.t0, (self.busy0, self.steal0), self.ours0 = time.monotonic(), self._cpu(), self._ours()
         return self
 
     def stop(self) -> dict[str, float]:
-        """Cores used by ours and by others since start, and others' share of the machine."""
+        """Cores used by ours, by others and taken by the hypervisor since start; others' share."""
         tick = os.sysconf("SC_CLK_TCK")
         seconds = time.monotonic() - self.t0
+        busy, steal = self._cpu()
         ours = (self._ours() - self.ours0) / tick
-        other = max(0.0, (self._busy() - self.busy0) / tick - ours)
+        other = max(0.0, (busy - self.busy0) / tick - ours)
         return {"seconds": seconds, "ours_cores": ours / seconds, "other_cores": other / seconds,
-                "other_share": other / (seconds * (os.cpu_count() or 1))}
+                "other_share": other / (seconds * (os.cpu_count() or 1)),
+                "steal_cores": (steal - self.steal0) / tick / seconds}
 
 
 # -- timing of vllm-lens's steps on this side of the engine -----------------------------------
@@ -249,8 +251,11 @@ def summarize(samples: list[Sample], pristine: list[Sample], sizes: list[int]) -
                                    "data_chars": len(captured["data"]), "raw_bytes": raw}
         before = [s.seconds * 1000 for s in pristine if s.max_tokens == size]
         if before:
-            row["plain_before_hooks"] = {"median_ms": median(before), "samples_ms": before,
-                                         "hooks_cost": plain_ms / median(before) - 1}
+            row["plain_before_hooks"] = {
+                "median_ms": median(before), "min_ms": min(before), "samples_ms": before,
+                "hooks_cost": plain_ms / median(before) - 1,
+                "hooks_cost_min": row["plain"]["min_ms"] / min(before) - 1,
+            }
         rows[str(size)] = row
     return rows
 
@@ -282,8 +287,10 @@ def report(args: argparse.Namespace, meta: dict[str, Any], rows: dict[str, Any],
     before = [(size, rows[str(size)]["plain_before_hooks"]) for size in args.max_tokens
               if "plain_before_hooks" in rows[str(size)]]
     if before:
-        lines.append("plain before any hooks were installed (" + f"{args.pristine_rounds} rounds): " + ", ".join(
-            f"{size}: {b['median_ms']:.0f} ms (installed hooks {b['hooks_cost']:+.1%})" for size, b in before))
+        lines.append(
+            f"plain before any hooks were installed ({args.pristine_rounds} rounds, not interleaved): " + ", ".join(
+                f"{size}: median {b['median_ms']:.0f} ms, min {b['min_ms']:.0f} ms (plain with hooks: median "
+                f"{b['hooks_cost']:+.1%}, min {b['hooks_cost_min']:+.1%})" for size, b in before))
     goal = rows.get(str(GOAL_TOKENS), {}).get("capture")
     if goal:
         verdict = "met" if goal["ratio"] <= GOAL_RATIO else "NOT met"
@@ -293,8 +300,11 @@ def report(args: argparse.Namespace, meta: dict[str, Any], rows: dict[str, Any],
             continue
         warn = (f"  WARNING: other processes used {l['other_share']:.0%} of the machine; the figures are not clean"
                 if l["other_share"] > OTHER_CPU_WARN else "")
+        busy = sum(share > OTHER_CPU_WARN for share in l.get("per_round_other_share", []))
+        rounds = f"; {busy} of {len(l['per_round_other_share'])} rounds above {OTHER_CPU_WARN:.0%}" if busy else ""
+        steal = f", steal {l['steal_cores']:.2f} cores" if l["steal_cores"] >= 0.05 else ""
         lines.append(f"cpu during {name} ({l['seconds']:.0f} s): bench + engine {l['ours_cores']:.2f} cores, "
-                     f"other processes {l['other_cores']:.2f} cores ({l['other_share']:.0%}){warn}")
+                     f"other processes {l['other_cores']:.2f} cores ({l['other_share']:.0%}{rounds}){steal}{warn}")
     token_mismatch = [size for size in args.max_tokens
                       if len({t for k in KINDS for t in rows[str(size)][k]["completion_tokens"]}) > 1]
     if token_mismatch:
@@ -324,20 +334,26 @@ async def run(args: argparse.Namespace, engine: Any, meta: dict[str, Any]) -> di
 
     samples: list[Sample] = []
     probe = None
+    per_round: list[float] = []
     for r in range(args.warmup + args.rounds):
         if r == args.warmup:
             probe = OtherLoad().start()
-        t0 = time.monotonic()
+        round_probe = OtherLoad().start()
         for size in args.max_tokens:
             for i in range(len(KINDS)):
                 kind = KINDS[(i + r) % len(KINDS)]
                 sample = await bench.one(kind, size, r)
                 if r >= args.warmup:
                     samples.append(sample)
-        label = "warm-up" if r < args.warmup else "round"
-        print(f"[bench] {label} {r + 1 - (0 if r < args.warmup else args.warmup)} done in "
-              f"{time.monotonic() - t0:.1f} s", flush=True)
-    load = probe.stop() if probe else {"seconds": 0.0, "ours_cores": 0.0, "other_cores": 0.0, "other_share": 0.0}
+        round_load = round_probe.stop()
+        if r >= args.warmup:
+            per_round.append(round(round_load["other_share"], 3))
+        label = f"warm-up {r + 1}" if r < args.warmup else f"round {r + 1 - args.warmup}"
+        print(f"[bench] {label} done in {round_load['seconds']:.1f} s "
+              f"(other processes {round_load['other_share']:.0%})", flush=True)
+    load = probe.stop() if probe else {"seconds": 0.0, "ours_cores": 0.0, "other_cores": 0.0, "other_share": 0.0,
+                                       "steal_cores": 0.0}
+    load["per_round_other_share"] = per_round
     rows = summarize(samples, pristine, args.max_tokens)
     return {"rows": rows, "load": load, "pristine_load": pristine_load}
 
