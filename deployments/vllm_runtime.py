@@ -34,6 +34,10 @@ def bound_cpus(spec: str) -> int:
 
 def prepare_environment(cpu: bool = True) -> None:
     os.environ.setdefault("VLLM_CACHE_ROOT", str(REPO_ROOT / ".vllm_cache"))
+    # vLLM's ZMQ sockets outlive their engine: keep them in the project, not /tmp.
+    sockets = REPO_ROOT / ".vllm_cache" / "rpc"
+    sockets.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("VLLM_RPC_BASE_PATH", str(sockets))
     if cpu:
         for key, value in CPU_DEFAULTS.items():
             os.environ.setdefault(key, value)
