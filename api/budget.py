@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -19,6 +20,7 @@ from ledger.tokens import Shortfall, end_hold, expired_holds, renew_leases
 
 log = logging.getLogger("acs.budget")
 
+SPEND_STOP_TTL_S = 1.0
 USER_SHORT = "This request can use up to {tokens} tokens, more than your token budget has left."
 KEY_SHORT = "This request can use up to {tokens} tokens, more than this API key's token budget has left."
 BOTH_SHORT = (
@@ -105,13 +107,22 @@ class TokenLedger:
         self.request_url, self.default_allowance = request_url, default_allowance
         self.owner = owner or new_owner()
         self.leases = HoldLeases(write_sessions, self.owner, lease_s=lease_s, every_s=lease_s / 4)
+        self._spend_locked, self._spend_read_at = False, float("-inf")
 
     async def check_spend_stop(self) -> None:
+        if await self._spend_stopped():
+            raise errors.SpendCap(errors.SPEND_CAP_MESSAGE)
+
+    async def _spend_stopped(self) -> bool:
+        """Read at most once a second: every request asks, and the stop rarely changes."""
         from ledger.spend import spend_stop
 
-        async with self.sessions() as session:
-            if (await spend_stop(session)).locked:
-                raise errors.SpendCap(errors.SPEND_CAP_MESSAGE)
+        now = time.monotonic()
+        if now - self._spend_read_at >= SPEND_STOP_TTL_S:
+            async with self.sessions() as session:
+                self._spend_locked = (await spend_stop(session)).locked
+            self._spend_read_at = now
+        return self._spend_locked
 
     async def hold(self, ask: Any) -> Any:
         """A Held, or raises 429 budget_exceeded with the spec's message."""

@@ -61,6 +61,7 @@ from ledger.db import make_engine, session_factory  # noqa: E402
 from ledger.grants import set_allowance  # noqa: E402
 from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
+from ledger.pg_admin import drop_database, recreate_database  # noqa: E402
 from ledger.models import Counting, UsageStatus  # noqa: E402
 from ledger.tokens import DEFAULT_MONTHLY_ALLOWANCE, Held, HoldAsk, Shortfall, end_hold, take_hold  # noqa: E402
 from bench.proc import proc_stat_fields  # noqa: E402
@@ -566,16 +567,6 @@ async def overspend_check(dsn: str, seen_used: dict[uuid.UUID, int],
 
 
 # -- the run ---------------------------------------------------------------------
-async def recreate_database(admin_dsn: str, name: str) -> str:
-    conn = await asyncpg.connect(admin_dsn, timeout=5)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    return admin_dsn.rsplit("/", 1)[0] + f"/{name}"
-
-
 def cpu_text(cpu: dict) -> str:
     line = (f"cpu: bench {cpu['bench_cores']:.2f} postgres {cpu['postgres_cores']:.2f} "
             f"other {cpu['other_cores']:.2f} cores")
@@ -725,11 +716,7 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not args.keep_database:
-        admin = await asyncpg.connect(args.admin_dsn, timeout=5)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await drop_database(args.admin_dsn, args.database)
     return 0 if check["ok"] else 1
 
 

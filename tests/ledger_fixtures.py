@@ -15,7 +15,6 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-import asyncpg
 import pytest
 import pytest_asyncio
 from sqlalchemy import text
@@ -24,6 +23,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.db import make_engine, session_factory
 from ledger.migrate import upgrade
+from ledger.pg_admin import drop_database, recreate_database, sqlalchemy_url
 
 PG_ADMIN_DSN = os.environ.get("ACS_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 PG_TEST_DATABASE = "acs_test_keys"
@@ -52,37 +52,15 @@ def run_async(coroutine_function: Callable[..., Coroutine[Any, Any, T]], *args: 
     return run_in_thread(lambda: asyncio.run(coroutine_function(*args)))
 
 
-async def recreate_database(name: str) -> None:
-    connection = await asyncpg.connect(PG_ADMIN_DSN, timeout=5)
-    try:
-        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await connection.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await connection.close()
-
-
-async def _drop_database(name: str) -> None:
-    connection = await asyncpg.connect(PG_ADMIN_DSN, timeout=5)
-    try:
-        await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await connection.close()
-
-
-def sqlalchemy_url(dsn: str, database: str) -> str:
-    base = dsn.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
-    return f"{base}/{database}"
-
-
 @pytest.fixture(scope="session")
 def pg_url() -> Iterator[str]:
     """A PostgreSQL database made (and migrated) once for the test session."""
     # No skip without PostgreSQL: the ledger's tests must run on it.
-    run_async(recreate_database, PG_TEST_DATABASE)
+    run_async(recreate_database, PG_ADMIN_DSN, PG_TEST_DATABASE)
     url = sqlalchemy_url(PG_ADMIN_DSN, PG_TEST_DATABASE)
     run_async(upgrade, url)
     yield url
-    run_async(_drop_database, PG_TEST_DATABASE)
+    run_async(drop_database, PG_ADMIN_DSN, PG_TEST_DATABASE)
 
 
 async def _empty_tables(url: str) -> None:

@@ -173,9 +173,10 @@ class CompletionAssembly:
         ]
         body = {"id": self.id, "object": "text_completion", "created": self.created,
                 "model": self.model_name, "choices": choices, "usage": self.usage()}
-        activations = self.check_activations()
-        if activations is not None:
-            body["activations"] = activations
+        # The caller checked the shape before it settled the Hold.
+        tensor = (self.prompts[0].activations or {}).get("residual_stream")
+        if self.planned.capture is not None and tensor is not None:
+            body["activations"] = {"residual_stream": tensor}
         return body
 
     def chunk(self, choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> dict[str, Any]:

@@ -1,0 +1,28 @@
+"""Making and dropping PostgreSQL databases, for tests and benches."""
+from __future__ import annotations
+
+import asyncpg
+
+
+async def _admin(admin_dsn: str, *statements: str) -> None:
+    connection = await asyncpg.connect(admin_dsn, timeout=5)
+    try:
+        for statement in statements:
+            await connection.execute(statement)
+    finally:
+        await connection.close()
+
+
+async def recreate_database(admin_dsn: str, name: str) -> str:
+    """A new, empty database `name` (any old one is dropped); returns its asyncpg DSN."""
+    await _admin(admin_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    return admin_dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+async def drop_database(admin_dsn: str, name: str) -> None:
+    await _admin(admin_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sqlalchemy_url(dsn: str, database: str) -> str:
+    base = dsn.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
+    return f"{base}/{database}"
