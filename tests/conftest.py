@@ -14,7 +14,7 @@ prepare_ray_environment()
 import asyncio  # noqa: E402
 import uuid  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
-from typing import Any, AsyncIterator  # noqa: E402
+from typing import Any, AsyncIterator, Iterator  # noqa: E402
 
 import httpx  # noqa: E402
 import pytest  # noqa: E402
@@ -137,3 +137,25 @@ async def real_stack(tiny_engine: Any, pg_sessions: Any) -> AsyncIterator[ApiSta
     stack = await build_stack(tiny_engine, pg_sessions, long_wait_s=300.0, engine_timeout_s=300.0)
     yield stack
     await stack.http.aclose()
+
+
+@pytest.fixture(scope="session")
+def serve_instance() -> Iterator[Any]:
+    """Ray and Serve on 127.0.0.1, once per session; modules add applications."""
+    import ray
+    from ray import serve
+
+    from cluster.ray_env import start_local_ray
+    from tests.serve_fixtures import PORT, ServeInstance, run_async
+
+    url = run_async(fresh_postgres("acs_test_e2e"))
+    # Ray workers inherit this process's environment: the ingress reads these.
+    # The ingress keeps its traffic state in Redis, as several replicas would.
+    os.environ.update(ACS_DATABASE_URL=url, ACS_REDIS_URL=os.environ.get("ACS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    start_local_ray(num_cpus=2)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": PORT})
+        yield ServeInstance(url)
+    finally:
+        serve.shutdown()
+        ray.shutdown()

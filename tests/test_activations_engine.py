@@ -10,6 +10,7 @@ import torch
 
 from api.activations.tensor import decode
 from cluster.catalog import load_catalog
+from tests.hf_reference import greedy, reference
 from tests.spec import assert_error, validate
 
 SKY_IDS = [128000, 791, 13180, 374]
@@ -21,30 +22,6 @@ def hf_model() -> Any:
 
     path = load_catalog("test").models["tiny-llama"].weights_path()
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-
-
-def greedy(hf_model: Any, ids: list[int], steps: int) -> list[int]:
-    ids = list(ids)
-    with torch.no_grad():
-        for _ in range(steps):
-            ids.append(int(hf_model(torch.tensor([ids])).logits[0, -1].argmax()))
-    return ids
-
-
-def reference(hf_model: Any, ids: list[int], layers: list[int]) -> np.ndarray:
-    """Layer L is the output of decoder block L, before the final norm. HF's
-    hidden_states[L + 1] is that, except for the last Layer, which HF gives after
-    the norm: a forward hook on each block reads them all the same way."""
-    outputs: dict[int, torch.Tensor] = {}
-    hooks = [block.register_forward_hook(lambda _m, _i, out, i=i: outputs.__setitem__(
-        i, out[0] if isinstance(out, tuple) else out)) for i, block in enumerate(hf_model.model.layers)]
-    try:
-        with torch.no_grad():
-            hf_model(torch.tensor([ids]))
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return np.stack([outputs[layer][0].numpy() for layer in layers])
 
 
 def test_the_reference_agrees_with_hidden_states_below_the_last_layer(hf_model: Any) -> None:

@@ -3,7 +3,6 @@
 HTTP through the `openai` SDK, httpx and curl."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -13,49 +12,18 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import fresh_postgres, new_key
-from tests.ledger_fixtures import run_in_thread
+from tests.serve_fixtures import PORT, ServeInstance, run_async
 from tests.spec import assert_error, validate
 
-PORT = int(os.environ.get("ACS_TEST_SERVE_PORT", "8123"))
 BASE = f"http://127.0.0.1:{PORT}/v1"
 
 
-def run_async(coroutine: Any) -> Any:
-    """Run a coroutine to completion outside any running event loop."""
-    return run_in_thread(asyncio.run, coroutine)
-
-
-async def _ledger() -> tuple[str, str]:
-    from ledger.db import make_engine, session_factory
-
-    url = await fresh_postgres("acs_test_e2e")
-    engine = make_engine(url)
-    key = await new_key(session_factory(engine), "e2e")
-    await engine.dispose()
-    return url, key
-
-
 @pytest.fixture(scope="module")
-def serve_stack() -> Iterator[str]:
-    import ray
-    from ray import serve
-
-    from cluster.ray_env import start_local_ray
-    from cluster.serve_app import build_application
-
-    url, key = run_async(_ledger())
-    # Ray workers inherit this process's environment: the ingress reads these.
-    # The ingress keeps its traffic state in Redis, as several replicas would.
-    os.environ.update(ACS_DATABASE_URL=url, ACS_PROFILE="test", ACS_REDIS_URL=os.environ.get("XR", "redis://127.0.0.1:6379/0"))
-    start_local_ray(num_cpus=2)
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": PORT})
-        serve.run(build_application("test"), name="acs", route_prefix="/")
-        yield key
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+def serve_stack(serve_instance: ServeInstance) -> Iterator[str]:
+    """The test profile at the root: the key of a new user."""
+    with serve_instance.application("test", "acs", "/") as base:
+        assert base == BASE
+        yield serve_instance.new_key("e2e")
 
 
 @pytest.fixture

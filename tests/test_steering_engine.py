@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from api.activations.tensor import decode
 from tests.spec import assert_error
-from tests.test_activations_engine import SKY_IDS, hf_model, reference  # noqa: F401
+from tests.hf_reference import greedy, reference
+from tests.test_activations_engine import SKY_IDS, hf_model  # noqa: F401
 
 RNG = np.random.default_rng(0)
 V = RNG.standard_normal(64).astype(np.float32)
@@ -31,29 +31,12 @@ async def run(stack: Any, steers: list[dict] | None, layers: list[int], max_toke
     return decode(r.json()["activations"]["residual_stream"], max_bytes=1 << 24), r.json()
 
 
-def steered_reference(model: Any, ids: list[int], layers: list[int], adds: dict[int, np.ndarray]) -> np.ndarray:
-    """HF with `adds[L]` ([tokens, hidden]) added to the output of block L."""
-    def add(layer: int):
-        def hook(_module: Any, _inputs: Any, out: Any) -> Any:
-            hidden = out[0] if isinstance(out, tuple) else out
-            hidden = hidden + torch.from_numpy(adds[layer][: hidden.shape[1]])[None]
-            return (hidden, *out[1:]) if isinstance(out, tuple) else hidden
-        return hook
-
-    hooks = [model.model.layers[layer].register_forward_hook(add(layer)) for layer in adds]
-    try:
-        return reference(model, ids, layers)
-    finally:
-        for hook in hooks:
-            hook.remove()
-
-
 async def test_layer_l_moves_by_scale_v_and_l_minus_1_does_not(real_stack: Any, hf_model: Any) -> None:  # noqa: F811
     baseline, _ = await run(real_stack, [steer(V, scale=0)], [0, 1])
     steered, _ = await run(real_stack, [steer(V, scale=2)], [0, 1])
     np.testing.assert_array_equal(steered[0], baseline[0])
     np.testing.assert_allclose(steered[1] - baseline[1], np.broadcast_to(2 * V, baseline[1].shape), atol=1e-4)
-    expected = steered_reference(hf_model, SKY_IDS, [0, 1], {1: np.tile(2 * V, (4, 1))})
+    expected = reference(hf_model, SKY_IDS, [0, 1], {1: 2 * V})
     np.testing.assert_allclose(steered, expected, atol=1e-4, rtol=1e-4)
 
 
@@ -67,22 +50,10 @@ async def test_norm_match_adds_scale_times_the_streams_norm(real_stack: Any) -> 
 async def test_later_layers_and_tokens_follow_the_steered_reference(real_stack: Any, hf_model: Any) -> None:  # noqa: F811
     vector = 40 * V  # large enough to change what the tiny model writes
     steered, body = await run(real_stack, [steer(vector, layer=1)], [1, 3], max_tokens=3)
-    ids = list(SKY_IDS)
-    for _ in range(3):  # greedy, with the steer at every position that runs
-        adds = {1: np.tile(vector, (len(ids), 1))}
-        hooks_out = steered_reference(hf_model, ids, [3], adds)  # noqa: F841 - warms the check below
-        with torch.no_grad():
-            handle = hf_model.model.layers[1].register_forward_hook(
-                lambda _m, _i, out: (out[0] + torch.from_numpy(vector), *out[1:]) if isinstance(out, tuple)
-                else out + torch.from_numpy(vector))
-            try:
-                ids.append(int(hf_model(torch.tensor([ids])).logits[0, -1].argmax()))
-            finally:
-                handle.remove()
-    assert body["choices"][0]["logprobs"]["tokens"] == [
-        real_stack.services.tokenizers.get(real_stack.services.resolve_model(None)).decode(t) for t in ids[4:]]
-    expected = steered_reference(hf_model, ids[:-1], [1, 3], {1: np.tile(vector, (6, 1))})
-    np.testing.assert_allclose(steered, expected, atol=1e-3, rtol=1e-3)
+    ids = greedy(hf_model, SKY_IDS, 3, {1: vector})
+    tokenizer = real_stack.services.tokenizers.get(real_stack.services.resolve_model(None))
+    assert body["choices"][0]["logprobs"]["tokens"] == [tokenizer.decode(t) for t in ids[4:]]
+    np.testing.assert_allclose(steered, reference(hf_model, ids[:-1], [1, 3], {1: vector}), atol=1e-3, rtol=1e-3)
 
 
 @pytest.mark.parametrize("position", [2, 5])
@@ -111,6 +82,15 @@ async def test_vectors_on_one_layer_add(real_stack: Any) -> None:
     baseline, _ = await run(real_stack, [steer(V, scale=0)], [1])
     both, _ = await run(real_stack, [steer(V), steer(W)], [1])
     np.testing.assert_allclose(both[0] - baseline[0], np.broadcast_to(V + W, baseline[0].shape), atol=1e-4)
+
+
+async def test_several_layers_at_once(real_stack: Any, hf_model: Any) -> None:  # noqa: F811
+    """One vector with a row for each of two Layers, and a second vector on a third Layer."""
+    steers = [{"activations": [V.tolist(), W.tolist()], "layer_indices": [2, 0], "scale": 3},
+              steer(V - W, layer=1)]
+    steered, _ = await run(real_stack, steers, [0, 1, 2, 3])
+    expected = reference(hf_model, SKY_IDS, [0, 1, 2, 3], {2: 3 * V, 0: 3 * W, 1: V - W})
+    np.testing.assert_allclose(steered, expected, atol=1e-4, rtol=1e-4)
 
 
 async def test_a_plain_request_after_a_steered_one_is_not_contaminated(real_stack: Any) -> None:

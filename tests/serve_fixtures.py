@@ -1,0 +1,60 @@
+"""One local Ray with Serve for the whole test session, and the applications
+that modules put on it (each at its own route prefix, removed when done).
+
+The session fixture `serve_instance` is in conftest.py (a fixture imported
+into two modules would start twice).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from tests.conftest import new_key
+from tests.ledger_fixtures import run_in_thread
+
+PORT = int(os.environ.get("ACS_TEST_SERVE_PORT", "8123"))
+
+
+def run_async(coroutine: Any) -> Any:
+    """Run a coroutine to completion outside any running event loop."""
+    return run_in_thread(asyncio.run, coroutine)
+
+
+async def _key(url: str, user: str) -> str:
+    from ledger.db import make_engine, session_factory
+
+    engine = make_engine(url)
+    try:
+        return await new_key(session_factory(engine), user)
+    finally:
+        await engine.dispose()
+
+
+@dataclass
+class ServeInstance:
+    """Ray and Serve on 127.0.0.1:PORT over one PostgreSQL ledger."""
+
+    database_url: str
+
+    @property
+    def root(self) -> str:
+        return f"http://127.0.0.1:{PORT}"
+
+    def new_key(self, user: str) -> str:
+        return run_async(_key(self.database_url, user))
+
+    @contextlib.contextmanager
+    def application(self, profile: str, name: str, route_prefix: str) -> Iterator[str]:
+        """Serve `profile` under `route_prefix` until the block ends; its /v1 address."""
+        from ray import serve
+
+        from cluster.serve_app import build_application
+
+        serve.run(build_application(profile), name=name, route_prefix=route_prefix)
+        try:
+            yield f"{self.root}{route_prefix.rstrip('/')}/v1"
+        finally:
+            serve.delete(name)

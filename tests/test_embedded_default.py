@@ -1,0 +1,134 @@
+"""The embedded default model (SmolLM2-135M, float32, 30 Layers) through Ray
+Serve: reads and steers equal HF transformers on the same weights, and the
+spec's contrast-steering cookbook runs unchanged at its middle Layer.
+
+Slow (a minute or two on a CPU): `-m "not slow"` leaves it out.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any, Iterator
+
+import httpx
+import numpy as np
+import pytest
+import torch
+
+from api.activations.tensor import decode
+from cluster.catalog import load_catalog
+from tests.hf_reference import greedy, reference
+from tests.serve_fixtures import ServeInstance
+from tests.test_spec_programs import run_program
+
+pytestmark = pytest.mark.slow
+PROMPT = "The capital of France is"
+LAYER = 15
+# Two kernels (vLLM's CPU attention and HF's) on numbers up to ~1e2: float32 rounding differs.
+TOLERANCE = dict(atol=2e-3, rtol=2e-3)
+
+
+@pytest.fixture(scope="module")
+def embedded(serve_instance: ServeInstance) -> Iterator[tuple[str, str]]:
+    with serve_instance.application("embedded", "embedded", "/embedded") as base:
+        yield base, serve_instance.new_key("embedded")
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Any:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = load_catalog("embedded").models["smollm2-135m"].weights_path()
+    return (AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval(),
+            AutoTokenizer.from_pretrained(path))
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(smollm2: Any) -> list[int]:
+    return smollm2[1](PROMPT)["input_ids"]
+
+
+def complete(embedded: tuple[str, str], **fields: Any) -> dict:
+    base, key = embedded
+    body = {"model": "llama-8b", "temperature": 0, **fields}
+    r = httpx.post(f"{base}/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=300)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def layers_of(answer: dict) -> np.ndarray:
+    return decode(answer["activations"]["residual_stream"], max_bytes=1 << 28)
+
+
+def vector(seed: int, norm: float) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(576).astype(np.float32)
+    return (v * norm / np.linalg.norm(v)).astype(np.float32)
+
+
+def steer(v: np.ndarray, **fields: Any) -> dict:
+    return {"activations": [v.tolist()], "layer_indices": [LAYER], **fields}
+
+
+def test_a_read_equals_the_reference_on_prompt_and_generated_rows(embedded: Any, smollm2: Any,
+                                                                  prompt_ids: list[int]) -> None:
+    model, tokenizer = smollm2
+    answer = complete(embedded, prompt=prompt_ids, max_tokens=4, output_residual_stream=[29, 0, LAYER])
+    ids = greedy(model, prompt_ids, 4)
+    assert answer["choices"][0]["text"] == tokenizer.decode(ids[len(prompt_ids):])
+    read = layers_of(answer)
+    assert read.shape == (3, len(prompt_ids) + 3, 576)
+    np.testing.assert_allclose(read, reference(model, ids[:-1], [0, LAYER, 29]), **TOLERANCE)
+
+
+def test_a_steer_moves_its_layer_and_what_follows_as_the_reference(embedded: Any, smollm2: Any,
+                                                                   prompt_ids: list[int]) -> None:
+    model, tokenizer = smollm2
+    v = vector(0, 8.0)
+    layers = [LAYER - 1, LAYER, 29]
+    baseline = layers_of(complete(embedded, prompt=prompt_ids, max_tokens=1, output_residual_stream=layers,
+                                  apply_steering_vectors=[steer(v, scale=0)]))
+    moved = layers_of(complete(embedded, prompt=prompt_ids, max_tokens=1, output_residual_stream=layers,
+                               apply_steering_vectors=[steer(v, scale=2)]))
+    np.testing.assert_array_equal(moved[0], baseline[0])
+    # Exact up to float32 rounding at the stream's magnitude (SmolLM2 has entries in the thousands).
+    np.testing.assert_allclose(moved[1], baseline[1] + 2 * v, rtol=4e-6, atol=1e-4)
+    # Four generated tokens under the steer: the later Layer and the tokens follow the steered reference.
+    answer = complete(embedded, prompt=prompt_ids, max_tokens=4, output_residual_stream=layers,
+                      apply_steering_vectors=[steer(v, scale=2)])
+    ids = greedy(model, prompt_ids, 4, {LAYER: 2 * v})
+    assert answer["choices"][0]["text"] == tokenizer.decode(ids[len(prompt_ids):])
+    np.testing.assert_allclose(layers_of(answer), reference(model, ids[:-1], layers, {LAYER: 2 * v}), **TOLERANCE)
+
+
+def test_norm_match_scales_to_the_streams_norm(embedded: Any, prompt_ids: list[int]) -> None:
+    v = vector(1, 1.0)
+    baseline = layers_of(complete(embedded, prompt=prompt_ids, max_tokens=1, output_residual_stream=[LAYER],
+                                  apply_steering_vectors=[steer(v, scale=0, norm_match=True)]))[0]
+    moved = layers_of(complete(embedded, prompt=prompt_ids, max_tokens=1, output_residual_stream=[LAYER],
+                               apply_steering_vectors=[steer(v, scale=0.25, norm_match=True)]))[0]
+    ratio = np.linalg.norm(moved - baseline, axis=-1) / np.linalg.norm(baseline, axis=-1)
+    np.testing.assert_allclose(ratio, 0.25, rtol=1e-3)
+
+
+def test_a_position_reached_in_decode_is_the_only_one_steered(embedded: Any, prompt_ids: list[int]) -> None:
+    position = len(prompt_ids) + 1  # the second generated token runs there
+    rows = [[vector(2, 8.0).tolist()]]
+
+    def read(scale: float) -> np.ndarray:
+        return layers_of(complete(embedded, prompt=prompt_ids, max_tokens=3, output_residual_stream=[LAYER],
+                                  apply_steering_vectors=[{"activations": rows, "layer_indices": [LAYER],
+                                                           "position_indices": [position], "scale": scale}]))[0]
+
+    baseline, moved = read(0.0), read(1.0)
+    changed = np.abs(moved - baseline).max(axis=-1) > 1e-3
+    assert np.flatnonzero(changed).tolist() == [position]
+    np.testing.assert_allclose(moved[position] - baseline[position], rows[0][0], atol=1e-3)
+
+
+def test_the_contrast_cookbook_steers_the_text(embedded: tuple[str, str]) -> None:
+    (shape, norm), *lines = [line.split(" ", 1) for line in run_program("contrast", *embedded).splitlines()]
+    assert ast.literal_eval(shape) == (576,) and float(norm) > 0
+    texts = {int(scale): ast.literal_eval(text) for scale, text in lines}
+    assert sorted(texts) == [0, 4, 8]
+    plain = complete(embedded, prompt="My advice for your first day at a new job is", max_tokens=16)
+    assert texts[0] == plain["choices"][0]["text"]  # scale 0 adds nothing: not one number changes
+    assert texts[8] != texts[0]
