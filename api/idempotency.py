@@ -8,7 +8,6 @@ request again safely"); the records themselves live in `ledger.idempotency`.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import Awaitable

@@ -379,9 +379,9 @@ def main() -> int:
 
     model = load_catalog("embedded").models[MODEL_ID]
     meta = {"model": MODEL_ID, "n_layers": model.n_layers, "hidden_size": model.hidden_size,
-            "steer_layer": model.n_layers // 2, "engine_args": model.engine.engine_args()}
+            "steer_layer": model.n_layers // 2, "engine_args": model.vllm_args()}
     t0 = time.monotonic()
-    engine = VllmEngine(model.weights_path(), model.engine.engine_args(), cpu=True)
+    engine = VllmEngine(model.weights_path(), model.vllm_args(), cpu=True)
     try:
         if not lens_loaded():
             raise RuntimeError("vllm-lens did not load")

@@ -156,6 +156,10 @@ class ModelSpec(_Strict):
     def tokenizer_path(self) -> str:
         return resolve_ref(self.tokenizer or self.weights)
 
+    def vllm_args(self) -> dict[str, Any]:
+        """The engine's arguments; vLLM names the model as the API does (in its own refusals)."""
+        return {**self.engine.engine_args(), "served_model_name": self.served_model_name}
+
     @cached_property
     def hf_config(self) -> dict[str, Any]:
         """The local folder's config.json ({} for hub weights)."""

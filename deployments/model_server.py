@@ -19,7 +19,7 @@ class ModelServer:
         boot.report("container_started")
         boot.report("weights_loading")
         try:
-            self.engine = VllmEngine(model.weights_path(), model.engine.engine_args(), cpu=model.gpu_shape == "cpu")
+            self.engine = VllmEngine(model.weights_path(), model.vllm_args(), cpu=model.gpu_shape == "cpu")
         finally:
             boot.done()
         self.model_id = model.id

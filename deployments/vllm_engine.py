@@ -14,6 +14,7 @@ from deployments.engine import (
     Steer, ChoiceDelta, Engine, EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused,
     EngineState, GenerateRequest, PositionLogprobs, SamplingSpec, TokenLogprob,
 )
+from deployments.lens_checks import EngineFacts, check_lens_request
 from deployments.vllm_runtime import prepare_environment
 
 
@@ -146,6 +147,7 @@ class VllmEngine(Engine):
         self._started_at = time.time()
         self._llm = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
         self._tokenizer = self._llm.get_tokenizer()
+        self._facts = EngineFacts.of(self._llm.model_config)
 
     @property
     def llm(self) -> Any:
@@ -157,6 +159,7 @@ class VllmEngine(Engine):
     async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]:
         from vllm.inputs import TokensPrompt
 
+        check_lens_request(request, self._facts)
         prompt = TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
         if request.sampling.steering:
             # vllm-lens trap: a steered request skips reading the prefix cache but still

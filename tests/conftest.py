@@ -11,7 +11,6 @@ from deployments.vllm_runtime import prepare_environment  # noqa: E402
 prepare_environment(cpu=True)
 prepare_ray_environment()
 
-import asyncio  # noqa: E402
 import uuid  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any, AsyncIterator, Iterator  # noqa: E402
@@ -126,7 +125,7 @@ def tiny_engine() -> Any:
     from deployments.vllm_engine import VllmEngine
 
     model = load_catalog("test").models["tiny-llama"]
-    engine = VllmEngine(model.weights_path(), model.engine.engine_args(), cpu=True)
+    engine = VllmEngine(model.weights_path(), model.vllm_args(), cpu=True)
     yield engine
     engine.shutdown()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from typing import Any, Iterator
+from typing import Iterator
 
 import httpx
 import openai

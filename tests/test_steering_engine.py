@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from api.activations.tensor import decode
+from deployments.engine import EngineRefused, GenerateRequest, SamplingSpec, Steer
 from tests.spec import assert_error
 from tests.hf_reference import greedy, reference
 from tests.test_activations_engine import SKY_IDS, hf_model  # noqa: F401
@@ -112,7 +113,7 @@ async def test_a_wrong_hidden_size_never_answers_unsteered(real_stack: Any) -> N
 async def test_the_spec_refusals(real_stack: Any) -> None:
     r = await real_stack.http.post("/v1/completions", headers=real_stack.auth(), json={
         "model": "llama-8b", "prompt": "The sky is", "max_tokens": 2,
-        "apply_steering_vectors": [{"activations": [[1.0] * 64], "layer_indices": [1, 2]}]})
+        "apply_steering_vectors": [{"activations": [[1, 2, 3]], "layer_indices": [1, 2]}]})
     assert_error(r, 400, "invalid_request", param="apply_steering_vectors",
                  message="activations needs one row for each layer in layer_indices.")
     r = await real_stack.http.post("/v1/completions", headers=real_stack.auth(), json={
@@ -142,3 +143,37 @@ async def test_reads_and_position_steering_span_prefill_chunks(real_stack: Any, 
     moved = np.abs(steered[0] - baseline[0]).max(axis=-1) > 1e-3
     assert np.flatnonzero(moved).tolist() == [70]
     np.testing.assert_allclose(steered[0, 70] - baseline[0, 70], 3 * V, atol=1e-4)
+
+
+@pytest.mark.parametrize("sampling, message", [
+    (dict(steering=[Steer(np.ones((1, 63), np.float32), [1])]),
+     "A Steering vector has 63 numbers, but the model's hidden size is 64."),
+    (dict(steering=[Steer(np.ones((1, 64), np.float32), [4])]),
+     "acs/tiny-llama-random has Layers 0 to 3: it has no Layer 4."),
+    (dict(steering=[Steer(np.ones((1, 64), np.float32), [1, 2])]),
+     "activations needs one row for each layer in layer_indices."),
+    (dict(steering=[Steer(np.ones((1, 1, 64), np.float32), [1], positions=[5])]),
+     "apply_steering_vectors steers position 5, but the forward passes of this request reach position 4 at "
+     "most: the prompt has 4 tokens and max_tokens is 2, and the last generated token never runs through the "
+     "model. Steer a position up to 4, or raise max_tokens."),
+    (dict(capture_layers=[0, 7]), "acs/tiny-llama-random has Layers 0 to 3: it has no Layer 7."),
+])
+async def test_the_engine_refuses_what_vllm_lens_would_swallow(tiny_engine: Any, sampling: dict,
+                                                               message: str) -> None:
+    """vllm-lens's hooks swallow their errors; the engine refuses first, with the API's words."""
+    request = GenerateRequest("refused", SKY_IDS, SamplingSpec(max_tokens=2, **sampling))
+    with pytest.raises(EngineRefused) as refused:
+        async for _ in tiny_engine.generate(request):
+            pass
+    assert refused.value.message == message
+
+
+async def test_a_model_without_facts_gets_inferences_refusal(real_stack: Any, monkeypatch: Any) -> None:
+    """Without hidden_size in the catalog the API cannot check the width: Inference's 400 comes through."""
+    from cluster.catalog import ModelSpec
+
+    monkeypatch.setattr(ModelSpec, "hidden_size", property(lambda self: None))
+    r = await real_stack.http.post("/v1/completions", headers=real_stack.auth(), json={
+        "prompt": SKY_IDS, "max_tokens": 1, "apply_steering_vectors": [steer(np.ones(63, dtype=np.float32))]})
+    assert_error(r, 400, "invalid_request", param="apply_steering_vectors",
+                 message="A Steering vector has 63 numbers, but the model's hidden size is 64.")

@@ -611,7 +611,7 @@ def test_capture_cap():
 
 def test_capture_without_max_tokens():
     # llama-8b: the default (15600 without stream) passes the cap (docs: Read Activations).
-    assert_plan_error("A capture is at most 33554432 numbers: 1 Layers × 15604 tokens (4 of the prompt and "
+    assert_plan_error("A capture is at most 33554432 numbers: 1 Layer × 15604 tokens (4 of the prompt and "
                       "max_tokens = 15600) × hidden size 4096 is 63913984. Read fewer Layers, or set a smaller "
                       "max_tokens.", "output_residual_stream", output_residual_stream=[0])
     # trinity-truebase: one Layer fits without max_tokens, two do not.
@@ -624,7 +624,7 @@ def test_capture_without_max_tokens():
 def test_capture_of_a_model_without_facts():
     unknown = FakeModel(n_layers=None, hidden_size=None)
     assert planned(unknown, max_tokens=2, output_residual_stream=True).max_tokens == 2  # Inference checks
-    assert_plan_error("A capture is at most 33554432 numbers: 1 Layers × 2052 tokens (4 of the prompt and "
+    assert_plan_error("A capture is at most 33554432 numbers: 1 Layer × 2052 tokens (4 of the prompt and "
                       "max_tokens = 2048) × hidden size 16384 is 33619968. Read fewer Layers, or set a smaller "
                       "max_tokens.", "output_residual_stream", model_info=unknown, max_tokens=2048,
                       output_residual_stream=[40])

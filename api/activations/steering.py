@@ -17,6 +17,8 @@ from deployments.engine import Steer
 PARAM = "apply_steering_vectors"
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_SPAN_POSITIONS = 4096
+ROWS = "activations needs one row for each layer in layer_indices."
+HIDDEN_SIZE = "A Steering vector has {count} numbers, but the model's hidden size is {hidden}."
 REACH = ("apply_steering_vectors steers position {position}, but the forward passes of this request reach "
          "position {last} at most: the prompt has {prompt} tokens and max_tokens is {max_tokens}, and the last "
          "generated token never runs through the model. Steer a position up to {last}, or raise max_tokens.")
@@ -26,7 +28,7 @@ def refuse(message: str) -> InvalidRequest:
     return InvalidRequest(message, PARAM)
 
 
-def _rows(activations: list | dict, hidden_size: int) -> np.ndarray:
+def _rows(activations: list | dict) -> np.ndarray:
     if isinstance(activations, dict):
         try:
             rows = decode(activations, max_bytes=8 * 2**21 * 4)
@@ -44,9 +46,15 @@ def _rows(activations: list | dict, hidden_size: int) -> np.ndarray:
         raise refuse("activations has one row for each Layer: a vector, or a list of vectors for each position.")
     if not np.all(np.isfinite(rows)):
         raise refuse("The numbers of activations must be finite.")
-    if rows.shape[-1] != hidden_size:
-        raise refuse(f"A Steering vector has {rows.shape[-1]} numbers, but the model's hidden size is {hidden_size}.")
     return rows
+
+
+def check_shape(rows: np.ndarray, layers: list[int], hidden_size: int | None) -> None:
+    """One row per Layer, then the model's width (unknown: Inference checks it)."""
+    if rows.shape[0] != len(layers):
+        raise refuse(ROWS)
+    if hidden_size is not None and rows.shape[-1] != hidden_size:
+        raise refuse(HIDDEN_SIZE.format(count=rows.shape[-1], hidden=hidden_size))
 
 
 def _positions(vector: dict, rows: np.ndarray) -> tuple[np.ndarray, list[int] | None]:
@@ -85,9 +93,8 @@ def parse_steer(vector: dict, model: object, prompt_tokens: int, max_tokens: int
     layers = vector["layer_indices"]
     if len(set(layers)) != len(layers):
         raise refuse("layer_indices names a Layer twice.")
-    rows = _rows(vector["activations"], model.hidden_size)
-    if rows.shape[0] != len(layers):
-        raise refuse("activations needs one row for each layer in layer_indices.")
+    rows = _rows(vector["activations"])
+    check_shape(rows, layers, model.hidden_size)
     check_layers(layers, model, PARAM)
     rows, positions = _positions(vector, rows)
     check_reach(positions or [], prompt_tokens, max_tokens)

@@ -166,7 +166,7 @@ def _check_capture(req: CompletionRequest, token_ids: list[list[int]], model: Mo
     total = count * (prompt + max_tokens) * hidden
     if total > MAX_CAPTURE_NUMBERS:
         message = Msg.CAPTURE_CAP.format(
-            layers=count, tokens=prompt + max_tokens, prompt=prompt, max_tokens=max_tokens, hidden=hidden, total=total
+            layers=f"{count} Layer" if count == 1 else f"{count} Layers", tokens=prompt + max_tokens, prompt=prompt, max_tokens=max_tokens, hidden=hidden, total=total
         )
         raise InvalidRequest(message, "output_residual_stream")
 

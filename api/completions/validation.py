@@ -75,7 +75,7 @@ class Msg:
         "× {each} ({parts}) is {total}."
     )
     CAPTURE_CAP = (
-        "A capture is at most 33554432 numbers: {layers} Layers × {tokens} tokens "
+        "A capture is at most 33554432 numbers: {layers} × {tokens} tokens "
         "({prompt} of the prompt and max_tokens = {max_tokens}) × hidden size {hidden} is {total}. "
         "Read fewer Layers, or set a smaller max_tokens."
     )

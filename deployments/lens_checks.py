@@ -1,0 +1,49 @@
+"""Inference's own checks of Activations and Steering vectors.
+
+vllm-lens trap: its hooks swallow errors, so a vector of the wrong hidden
+size or a Layer the model lacks answers 200, unsteered or unread. The API
+refuses both for the models whose facts GET /v1/models lists; the engine
+checks again for every caller (a served model without those facts, Jobs, a
+direct handle), with the API's messages, as the spec says Inference does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api.activations.steering import PARAM, check_reach, check_shape
+from api.completions.planning import check_layers
+from api.errors import InvalidRequest
+from deployments.engine import EngineRefused, GenerateRequest
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What the loaded model says of itself (a planning.ModelInfo)."""
+
+    id: str
+    served_model_name: str
+    max_model_len: int
+    n_layers: int
+    hidden_size: int
+    vocab_size: int | None = None
+
+    @classmethod
+    def of(cls, model_config: object) -> EngineFacts:
+        text = model_config.hf_text_config
+        return cls(id=model_config.served_model_name, served_model_name=model_config.served_model_name,
+                   max_model_len=model_config.max_model_len, n_layers=text.num_hidden_layers,
+                   hidden_size=text.hidden_size, vocab_size=text.vocab_size)
+
+
+def check_lens_request(request: GenerateRequest, facts: EngineFacts) -> None:
+    """Raise EngineRefused (a 400 of Inference) for what vllm-lens would swallow."""
+    spec = request.sampling
+    try:
+        if spec.capture_layers:
+            check_layers(spec.capture_layers, facts, "output_residual_stream")
+        for steer in spec.steering or []:
+            check_shape(steer.rows, steer.layer_indices, facts.hidden_size)
+            check_layers(steer.layer_indices, facts, PARAM)
+            check_reach(steer.positions or [], len(request.prompt_token_ids), spec.max_tokens)
+    except InvalidRequest as error:
+        raise EngineRefused(error.message, error.param) from None
