@@ -34,11 +34,11 @@ class Steer:
     positions: list[int] | None = None
 
 
-@dataclass
-class SamplingSpec:
-    """Every sampling field, always set: the model's generation_config never decides."""
+@dataclass(kw_only=True)
+class SamplingFields:
+    """The sampling fields of a Completion with the API's defaults: the request
+    carries them, and the engine gets them as they are."""
 
-    max_tokens: int
     n: int = 1
     temperature: float = 1.0
     top_p: float = 1.0
@@ -52,6 +52,13 @@ class SamplingSpec:
     logprobs: int | None = None
     prompt_logprobs: int | None = None
     priority: int = 0
+
+
+@dataclass(kw_only=True)
+class SamplingSpec(SamplingFields):
+    """Every sampling field, always set: the model's generation_config never decides."""
+
+    max_tokens: int
     # One output at the end instead of one per step: a request without a
     # stream then crosses the replica boundary once, not once per token.
     final_only: bool = False

@@ -6,37 +6,24 @@ resolves token counts, caps and `max_tokens` into a PlannedRequest.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Literal
 
-from deployments.engine import SamplingSpec, Steer
+from deployments.engine import SamplingFields, SamplingSpec, Steer
 
 Prompt = str | list[int]
 
 
-@dataclass
-class CompletionRequest:
+@dataclass(kw_only=True)
+class CompletionRequest(SamplingFields):
     prompts: list[Prompt]
     model: str | None = None
     max_tokens: int | None = None
-    n: int = 1
-    stop: list[str] = field(default_factory=list)
     echo: bool = False
     add_special_tokens: bool = True
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    repetition_penalty: float = 1.0
-    seed: int | None = None
-    logprobs: int | None = None
-    prompt_logprobs: int | None = None
     stream: bool = False
     include_usage: bool = False
     continuous_usage_stats: bool = False
-    priority: int = 0
     user: str | None = None
     # vllm-lens block: None = not asked; True = every Layer; list = those Layers.
     output_residual_stream: Literal[True] | list[int] | None = None
@@ -66,13 +53,10 @@ class PlannedRequest:
     steering: list[Steer] | None = None
 
     def sampling(self, max_tokens: int | None = None) -> SamplingSpec:
-        r = self.request
+        shared = {f.name: getattr(self.request, f.name) for f in fields(SamplingFields)}
         return SamplingSpec(
+            **{**shared, "stop": list(self.request.stop)},
             max_tokens=self.max_tokens if max_tokens is None else max_tokens,
-            n=r.n, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, min_p=r.min_p,
-            presence_penalty=r.presence_penalty, frequency_penalty=r.frequency_penalty,
-            repetition_penalty=r.repetition_penalty, seed=r.seed, stop=list(r.stop),
-            logprobs=r.logprobs, prompt_logprobs=r.prompt_logprobs, priority=r.priority,
             capture_layers=list(self.capture.layers) if self.capture else None,
             steering=list(self.steering) if self.steering else None,
         )
