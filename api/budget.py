@@ -110,10 +110,10 @@ class TokenLedger:
         self._spend_locked, self._spend_read_at = False, float("-inf")
 
     async def check_spend_stop(self) -> None:
-        if await self._spend_stopped():
+        if await self.spend_stopped():
             raise errors.SpendCap(errors.SPEND_CAP_MESSAGE)
 
-    async def _spend_stopped(self) -> bool:
+    async def spend_stopped(self) -> bool:
         """Read at most once a second: every request asks, and the stop rarely changes."""
         from ledger.spend import spend_stop
 
@@ -134,6 +134,15 @@ class TokenLedger:
         if isinstance(result, Shortfall):
             raise budget_exceeded(result, self.request_url)
         return result
+
+    async def check_fits(self, ask: Any) -> None:
+        """429 budget_exceeded unless the tokens could hold `ask` now; holds nothing."""
+        from ledger.tokens import check_hold
+
+        async with self.write_sessions() as session:
+            shortfall = await check_hold(session, ask, default_allowance=self.default_allowance)
+        if shortfall is not None:
+            raise budget_exceeded(shortfall, self.request_url)
 
     async def end(self, hold_id: uuid.UUID, used: int | None, counting: Counting | None,
                   status: UsageStatus) -> None:

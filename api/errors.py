@@ -220,3 +220,24 @@ class IdempotencyNoAnswer(ApiError):
 
 class IdempotencyConflict(ApiError):
     status, type, code, should_retry = 409, "invalid_request_error", "idempotency_conflict", False
+
+
+# Jobs -----------------------------------------------------------------------------
+class JobNotFound(ApiError):
+    status, type, code = 404, "invalid_request_error", "job_not_found"
+
+
+class JobCancelled(ApiError):
+    status, type, code, should_retry = 409, "invalid_request_error", "job_cancelled", False
+
+
+class JobResultExpired(ApiError):
+    status, type, code = 410, "invalid_request_error", "job_result_expired"
+
+
+class JobFailed(ApiError):
+    status, type, code, should_retry = 500, "internal_error", "job_failed", False
+
+
+class JobCapacity(ApiError):
+    status, type, code, should_retry = 429, "invalid_request_error", "job_capacity", False

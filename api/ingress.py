@@ -32,8 +32,9 @@ def build_services(model_handles: dict[str, Any], profile: str) -> Services:
 @serve.deployment
 @serve.ingress()
 class Ingress:
-    async def __init__(self, model_handles: dict[str, Any], profile: str) -> None:
+    async def __init__(self, model_handles: dict[str, Any], profile: str, runner: Any = None) -> None:
         self.services = build_services(model_handles, profile)
+        self.runner = runner  # the background Runner's handle (Jobs run there, not here)
         # Load each tokenizer now, not on the first request (it imports transformers).
         for model in self.services.served_models():
             self.services.tokenizers.get(model)

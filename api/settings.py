@@ -31,6 +31,16 @@ class Settings(BaseSettings):
     # Shared traffic state (buckets, the per-key line) for several ingress
     # replicas; without it, one process keeps them (the embedded default).
     redis_url: str | None = None
+    # Background work (api/background): a Runner renews its leases this often
+    # over this span; a row whose lease lapsed (its Runner died) runs again.
+    runner_lease_s: float = 30.0
+    runner_poll_s: float = 0.25
+    # A planned stop gives running work this long, then queues it again.
+    runner_grace_s: float = 10.0
+    # A Job waits this long for Inference's answer, through a cold start.
+    job_answer_timeout_s: float = 45 * 60.0
+    # An ended Job's result is kept this long (the spec: 30 days), then 410.
+    job_result_kept_s: float = 30 * 24 * 3600.0
 
 
 @lru_cache

@@ -12,6 +12,7 @@ from ray import serve
 from ray.serve import Application
 
 INGRESS_CPUS = 0.25
+RUNNER_CPUS = 0.1
 # Serve's default (5) would queue requests in the proxy; the API's own limits
 # (per-key line, per-model in-flight cap) decide admission instead.
 INGRESS_MAX_ONGOING = 2000
@@ -41,6 +42,18 @@ def model_deployment(spec: Any) -> Application:
     ).bind(spec.model_dump(by_alias=True))
 
 
+def runner_deployment(handles: dict[str, Application], profile: str) -> Application:
+    from deployments.runner_server import RunnerServer
+
+    # The Runner runs background work (Jobs); it takes no HTTP, and the
+    # ingress holds its handle only so that Serve deploys it with the app.
+    return serve.deployment(RunnerServer).options(
+        name="runner", num_replicas=1, ray_actor_options={"num_cpus": RUNNER_CPUS},
+        # A planned stop gives running work its grace (ACS_RUNNER_GRACE_S), then queues it again.
+        graceful_shutdown_timeout_s=30, health_check_period_s=10, health_check_timeout_s=30,
+    ).bind(handles, profile)
+
+
 def build_application(profile: str) -> Application:
     from api.ingress import Ingress
     from cluster.catalog import load_catalog
@@ -49,7 +62,7 @@ def build_application(profile: str) -> Application:
     handles = {model_id: model_deployment(spec) for model_id, spec in catalog.models.items()}
     return Ingress.options(
         name="ingress", ray_actor_options={"num_cpus": INGRESS_CPUS}, max_ongoing_requests=INGRESS_MAX_ONGOING,
-    ).bind(handles, profile)
+    ).bind(handles, profile, runner_deployment(handles, profile))
 
 
 def build(args: dict[str, str]) -> Application:

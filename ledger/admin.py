@@ -15,6 +15,9 @@
     python -m ledger.admin spend clear
     python -m ledger.admin spend show
     python -m ledger.admin usage NAME_OR_ID [--key KEY_ID] [--from YYYY-MM-DD] [--to YYYY-MM-DD]
+    python -m ledger.admin work list [--user NAME_OR_ID] [--status STATUS] [--limit N]
+    python -m ledger.admin work cancel WORK_ID
+    python -m ledger.admin work capacity job N
 
 TOKENS is a whole number such as 2500000, or with a suffix as the App
 writes it: 50K, 2.5M. It works on the database of ACS_DATABASE_URL and
@@ -33,11 +36,12 @@ from decimal import Decimal, InvalidOperation
 from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from ledger import grants, keys, usage
+from ledger import grants, keys, usage, work
+from ledger.coltypes import utcnow
 from ledger.db import database_url_from_env, is_sqlite, make_engine, session_factory
 from ledger.errors import LedgerError, NameRefused, NotFound, StatusChangeRefused
 from ledger.migrate import upgrade
-from ledger.models import ApiKey, KeyStatus, Standing, User
+from ledger.models import ApiKey, KeyStatus, Standing, User, Work, WorkKind, WorkStatus
 from ledger.spend import set_spend_stop, spend_stop
 from ledger.tokens import DEFAULT_MONTHLY_ALLOWANCE
 
@@ -165,6 +169,47 @@ async def spend_show(session: AsyncSession, args: argparse.Namespace) -> None:
     stop = await spend_stop(session)
     state = "locked: new GPU work is refused" if stop.locked else "clear"
     _print_table(("SPEND STOP", "REASON", "CHANGED"), [(state, stop.reason or "-", _when(stop.changed_at))])
+
+
+# Background work ---------------------------------------------------------------------
+async def work_list(session: AsyncSession, args: argparse.Namespace) -> None:
+    user_id = (await keys.find_user(session, args.user)).id if args.user else None
+    status = WorkStatus(args.status) if args.status else None
+    rows = await work.listing(session, user_id=user_id, status=status, limit=args.limit)
+    header = ("ID", "KIND", "MODEL", "STATUS", "ATTEMPTS", "CREATED", "STARTED", "FINISHED", "RESULT")
+    _print_table(header, [(str(row.id), row.kind.value, row.model, row.status.value, str(row.attempts),
+                           _when(row.created_at), _when(row.started_at), _when(row.finished_at),
+                           "-" if row.result_status is None else str(row.result_status)) for row in rows])
+
+
+async def work_cancel(session: AsyncSession, args: argparse.Namespace) -> None:
+    """As the User's own cancel: a running request stops and pays its whole Hold."""
+    from datetime import timedelta
+
+    from api.settings import get_settings
+
+    row = await session.get(Work, _work_id(args.work_id))
+    if row is None:
+        raise NotFound(f"No background work has the id {args.work_id}.")
+    kept_for = timedelta(seconds=get_settings().job_result_kept_s)
+    work_id, user_id, kind = row.id, row.user_id, row.kind
+    await session.rollback()
+    row = await work.cancel(session, work_id, user_id, kind, utcnow(), kept_for)
+    print(f"{row.id}\t{row.status.value}")
+
+
+async def work_capacity(session: AsyncSession, args: argparse.Namespace) -> None:
+    if args.count < 0:
+        raise LedgerError("The number of rows that run at once is 0 or more.")
+    await work.set_max_running(session, WorkKind(args.kind), args.count)
+    print(f"{args.kind}\tat most {args.count} at once")
+
+
+def _work_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise LedgerError(f"{text!r} is not an id of background work (a UUID).") from None
 
 
 # Usage ----------------------------------------------------------------------------
@@ -302,7 +347,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_token_commands(nouns)
     _add_spend_commands(_verbs(nouns, "spend", "the spend stop: while locked, no new GPU work starts"))
     _add_usage_command(nouns)
+    _add_work_commands(_verbs(nouns, "work", "background work: Jobs"))
     return parser
+
+
+def _add_work_commands(verbs: argparse._SubParsersAction) -> None:
+    listing = verbs.add_parser("list", help="the newest rows of the Runner's queues")
+    listing.add_argument("--user", metavar="NAME_OR_ID")
+    listing.add_argument("--status", choices=[status.value for status in WorkStatus])
+    listing.add_argument("--limit", type=int, default=50)
+    listing.set_defaults(run=work_list)
+    cancel = verbs.add_parser("cancel", help="cancel queued or running work")
+    cancel.add_argument("work_id", metavar="WORK_ID")
+    cancel.set_defaults(run=work_cancel)
+    capacity = verbs.add_parser("capacity", help="how many rows of a kind run at once (the spec: 4 Jobs)")
+    capacity.add_argument("kind", choices=[kind.value for kind in WorkKind])
+    capacity.add_argument("count", type=int)
+    capacity.set_defaults(run=work_capacity)
 
 
 def _verbs(nouns: argparse._SubParsersAction, noun: str, about: str) -> argparse._SubParsersAction:

@@ -9,7 +9,7 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, Enum, ForeignKey, Index, String, Uuid, func, text
+from sqlalchemy import BigInteger, Column, Enum, ForeignKey, Index, Integer, String, Text, Uuid, func, text
 from sqlmodel import Field, SQLModel
 
 from ledger.coltypes import UtcDateTime, utcnow
@@ -225,3 +225,77 @@ class SpendStop(SQLModel, table=True):
 _USER_BUDGET = text("key_id IS NULL")
 Index("uq_budgets_user_id_own", Budget.__table__.c.user_id, unique=True,
       postgresql_where=_USER_BUDGET, sqlite_where=_USER_BUDGET)
+
+
+# -- Background work: the Runner's queues --------------------------------------
+
+
+class WorkKind(str, enum.Enum):
+    job = "job"
+
+
+class WorkStatus(str, enum.Enum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+ENDED = (WorkStatus.succeeded, WorkStatus.failed, WorkStatus.cancelled)
+
+
+class WorkQueue(SQLModel, table=True):
+    """One row per kind of work: how many may run at once, and the row a claim
+    locks, so that Runners on several replicas never start one too many."""
+
+    __tablename__ = "work_queues"
+
+    kind: WorkKind = Field(sa_column=Column(Enum(WorkKind, name="kind", native_enum=False, create_constraint=True,
+                                                 length=16, values_callable=lambda m: [x.value for x in m]),
+                                            primary_key=True))
+    max_running: int = Field(sa_column=Column(Integer(), nullable=False))
+
+
+class Work(SQLModel, table=True):
+    """One piece of background work (a Job: one Completion request).
+
+    A queue row: a Runner claims a `queued` row with a lease it renews while
+    the work runs; a row whose lease expired goes back to `queued` and its
+    Hold is released. The result is written in the same transaction that
+    ends the Hold, so a request is charged once and keeps its answer.
+    """
+
+    __tablename__ = "work"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    kind: WorkKind = Field(sa_column=_state(WorkKind, "kind"))
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False))
+    key_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("api_keys.id"), nullable=False))
+    # The `model` of the request as it came (an id or an alias), as the Job shows it,
+    # and the catalog id it resolved to: a Runner claims only work of models it serves.
+    model: str = Field(sa_column=Column(String(200), nullable=False))
+    model_id: str = Field(sa_column=Column(String(100), nullable=False))
+    status: WorkStatus = Field(default=WorkStatus.queued, sa_column=_state(WorkStatus, "status"))
+    # The request body to run, as JSON text.
+    request: str = Field(sa_column=Column(Text(), nullable=False))
+    request_id: str = Field(sa_column=Column(String(64), nullable=False))
+    cancel_requested: bool = Field(default=False, nullable=False)
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+    started_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    finished_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    lease_owner: str = Field(default="", sa_column=Column(String(64), nullable=False, default=""))
+    lease_until: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    attempts: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))
+    # The Hold of the attempt that runs now.
+    hold_id: uuid.UUID | None = Field(default=None, sa_column=Column(Uuid(), nullable=True))
+    result_status: int | None = Field(default=None, sa_column=Column(Integer(), nullable=True))
+    result_body: str | None = Field(default=None, sa_column=Column(Text(), nullable=True))
+    result_expires_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+
+
+# The claim: the oldest queued work of a kind. The caps: counts by key, by User, by status.
+Index("ix_work_kind_status_created_at", Work.__table__.c.kind, Work.__table__.c.status, Work.__table__.c.created_at)
+Index("ix_work_user_id_kind_status", Work.__table__.c.user_id, Work.__table__.c.kind, Work.__table__.c.status)
+Index("ix_work_key_id_kind_status", Work.__table__.c.key_id, Work.__table__.c.kind, Work.__table__.c.status)
+Index("ix_work_status_lease_until", Work.__table__.c.status, Work.__table__.c.lease_until)

@@ -196,6 +196,15 @@ async def take_hold(session: AsyncSession, ask: HoldAsk, *, default_allowance: i
     return Held(hold_id, tokens, max_tokens, pays_from)
 
 
+async def check_hold(session: AsyncSession, ask: HoldAsk, *, default_allowance: int = DEFAULT_MONTHLY_ALLOWANCE,
+                     now: datetime | None = None) -> Shortfall | None:
+    """Whether the tokens could hold `ask` now, holding nothing (background work's submit)."""
+    now = now or utcnow()
+    balances = await read_balances(session, ask, month_of(now), default_allowance)
+    await session.rollback()
+    return None if balances.fits(ask.tokens()) else _shortfall(ask, balances, now)
+
+
 def _shortfall(ask: HoldAsk, balances: Balances, now: datetime) -> Shortfall:
     key_short = balances.key_left is not None and ask.tokens(1) > balances.key_left
     return Shortfall(ask.tokens(), key_short, balances.allowance, next_month_start(now))
@@ -203,7 +212,15 @@ def _shortfall(ask: HoldAsk, balances: Balances, now: datetime) -> Shortfall:
 
 async def end_hold(session: AsyncSession, hold_id: uuid.UUID, *, used: int | None, counting: Counting | None,
                    status: UsageStatus, now: datetime | None = None) -> bool:
-    """Settle the Hold to `used` tokens, or release it (used None). False if it had ended already.
+    """Settle the Hold to `used` tokens, or release it (used None). False if it had ended already."""
+    ended = await end_hold_within(session, hold_id, used=used, counting=counting, status=status, now=now)
+    await (session.commit() if ended else session.rollback())
+    return ended
+
+
+async def end_hold_within(session: AsyncSession, hold_id: uuid.UUID, *, used: int | None,
+                          counting: Counting | None, status: UsageStatus, now: datetime | None = None) -> bool:
+    """end_hold inside the caller's transaction (which commits it with its own writes).
 
     The Hold's row is locked first, then only the counters it paid from, in
     the order take_hold locks them (month, the User's Budget, the key's).
@@ -211,7 +228,6 @@ async def end_hold(session: AsyncSession, hold_id: uuid.UUID, *, used: int | Non
     table = Hold.__table__
     hold = (await session.execute(select(table).where(table.c.id == hold_id).with_for_update())).one()
     if hold.state != HoldState.held.value:
-        await session.rollback()
         return False
     spent = 0 if used is None else used
     # Back what was not used; past the Hold, take the rest down to 0.
@@ -221,7 +237,6 @@ async def end_hold(session: AsyncSession, hold_id: uuid.UUID, *, used: int | Non
     await session.execute(update(table).where(table.c.id == hold_id).values(
         state=state.value, used=spent, counting=counting.value if counting else None,
         status=status.value, ended_at=now or utcnow()))
-    await session.commit()
     return True
 
 

@@ -151,6 +151,8 @@ def serve_instance() -> Iterator[Any]:
     # Ray workers inherit this process's environment: the ingress reads these.
     # The ingress keeps its traffic state in Redis, as several replicas would.
     os.environ.update(ACS_DATABASE_URL=url, ACS_REDIS_URL=os.environ.get("ACS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    # A Runner killed in a test is found by its lapsed lease within seconds.
+    os.environ.setdefault("ACS_RUNNER_LEASE_S", "4")
     start_local_ray(num_cpus=2)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": PORT})

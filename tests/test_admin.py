@@ -362,3 +362,27 @@ async def test_usage_refusals(cli):
     assert refused(cli, "usage", "alice", "--from", "Jan 1") == "'Jan 1' is not a day: write it as YYYY-MM-DD."
     assert refused(cli, "usage", "alice", "--key", bobs) == f"'alice' has no API key with the id {bobs}."
     assert refused(cli, "usage", "nobody") == "No user has the name or id 'nobody'."
+
+
+# Background work ----------------------------------------------------------------------
+async def test_work_list_cancel_and_capacity(cli, money):
+    from ledger.models import Work, WorkQueue, WorkStatus
+
+    (key_id,) = make_user(cli, "alice", "laptop")
+    alice = await user_id(money, "alice")
+    async with money() as session:
+        session.add(Work(kind="job", user_id=alice, key_id=uuid.UUID(key_id), model="llama-8b",
+                         model_id="tiny-llama", request="{}", request_id="req_job_1"))
+        await session.commit()
+    (row,) = table(ok(cli, "work", "list", "--user", "alice"))
+    assert (row["KIND"], row["MODEL"], row["STATUS"], row["ATTEMPTS"], row["RESULT"]) == (
+        "job", "llama-8b", "queued", "0", "-")
+    assert ok(cli, "work", "cancel", row["ID"]) == f"{row['ID']}\tcancelled\n"
+    assert table(ok(cli, "work", "list", "--status", "cancelled"))[0]["ID"] == row["ID"]
+    assert table(ok(cli, "work", "list", "--status", "queued")) == []
+    assert ok(cli, "work", "capacity", "job", "2") == "job\tat most 2 at once\n"
+    async with money() as session:
+        assert (await session.get(WorkQueue, "job")).max_running == 2
+        assert (await session.get(Work, uuid.UUID(row["ID"]))).status == WorkStatus.cancelled
+    assert refused(cli, "work", "cancel", "nope") == "'nope' is not an id of background work (a UUID)."
+    assert refused(cli, "work", "cancel", str(uuid.uuid4())).startswith("No background work has the id")

@@ -56,8 +56,8 @@ SOURCES = {
 STEP = np.array([2.0, 4.0, 6.0, 0.0])  # scale 2 times [1, 2, 3, 0]
 
 
-def docs_blocks() -> dict[tuple[str, str], list[list[str]]]:
-    """The Python blocks of docs.md by (page, section anchor)."""
+def docs_blocks(language: str = "python") -> dict[tuple[str, str], list[list[str]]]:
+    """The code blocks of one language in docs.md by (page, section anchor)."""
     blocks: dict[tuple[str, str], list[list[str]]] = {}
     page = anchor = ""
     lines = iter(DOCS.read_text().splitlines())
@@ -66,7 +66,7 @@ def docs_blocks() -> dict[tuple[str, str], list[list[str]]]:
             page, anchor = m.group(1), ""
         elif m := re.match(r"#+ .* \[#([^\]]+)\]$", line):
             anchor = m.group(1)
-        elif line.startswith("```python"):
+        elif line.startswith(f"```{language}"):
             block = []
             for inner in lines:
                 if inner.startswith("```"):
@@ -87,6 +87,13 @@ def test_each_program_is_the_specs_own(name: str) -> None:
     page, anchor, index = SOURCES[name]
     expected = docs_blocks()[(page, anchor)][index]
     assert stripped((PROGRAMS / f"{name}.py").read_text().splitlines()) == stripped(expected)
+
+
+@pytest.mark.skipif(not DOCS.exists(), reason=f"the spec's docs.md is not at {DOCS} (set ACS_SPEC_DOCS)")
+def test_the_job_script_is_the_cookbooks_own() -> None:
+    """Run a Job from a shell script: job.sh, run in test_e2e_jobs.py."""
+    expected = docs_blocks("bash")[("/docs/cookbook/job-script", "run-the-script")][0]
+    assert stripped((PROGRAMS / "job.sh").read_text().splitlines()) == stripped(expected)
 
 
 def test_every_program_file_is_listed() -> None:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -25,8 +25,10 @@ from api.inference.gateway import ModelGateway, map_failure
 from api.services import Services
 from api.survive import survive
 from ledger.idempotency import Replay, Started
-from ledger.models import UsageStatus
+from ledger.models import UsageSource, UsageStatus
 from ledger.tokens import HoldAsk
+
+OnHold = Callable[[Any], Awaitable[None]]
 
 OUTPUT_CAP = 32_000
 ROUTE = "POST /v1/completions"
@@ -59,13 +61,31 @@ def capture_of(request: Any, model: Any) -> Capture | None:
     return Capture(layers, model.hidden_size)
 
 
-def hold_ask(planned: PlannedRequest, principal: Any, model_id: str, request_id: str) -> HoldAsk:
+@dataclass(frozen=True)
+class Admission:
+    """How a request gets its places and its Hold: POST /v1/completions, or background work."""
+
+    source: UsageSource = UsageSource.api
+    # Only POST /v1/completions lowers max_tokens near the end of the tokens.
+    may_lower: bool = True
+    # Background work takes no place in the key's line ...
+    key_line: bool = True
+    # ... and waits for a place at the model, where a request gets 503.
+    wait_for_model: bool = False
+
+
+FOREGROUND = Admission()
+JOB = Admission(source=UsageSource.job, may_lower=False, key_line=False, wait_for_model=True)
+
+
+def hold_ask(planned: PlannedRequest, principal: Any, model_id: str, request_id: str,
+             admission: Admission = FOREGROUND) -> HoldAsk:
     r = planned.request
     return HoldAsk(
         user_id=principal.user_id, key_id=principal.key_id, model=model_id,
         prompt_tokens=sum(len(ids) for ids in planned.prompt_token_ids),
         choices=len(planned.prompt_token_ids) * r.n, max_tokens=planned.max_tokens,
-        may_lower=True, request_id=request_id,
+        may_lower=admission.may_lower, source=admission.source, request_id=request_id,
     )
 
 
@@ -136,14 +156,20 @@ class CompletionService:
             await self.services.idempotency.free(claim.record_id)
 
     # -- admission: the key's line, then the Hold ----------------------------------
-    async def _admit(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
-                     request_id: str, principal: Any) -> Admitted:
+    async def _admit(self, planned: PlannedRequest, model: Any, gateway: ModelGateway, request_id: str,
+                     principal: Any, admission: Admission = FOREGROUND, on_hold: OnHold | None = None,
+                     ends: Any = None) -> Admitted:
+        """`on_hold` learns the Hold's id before the request runs; `ends` is where
+        the Hold's end goes (the ledger, or background work's own record)."""
         exits = contextlib.AsyncExitStack()
         try:
-            # A waiting request holds no tokens: the Hold comes once it has a place.
-            await exits.enter_async_context(self.services.traffic.line(str(principal.key_id)))
-            await exits.enter_async_context(gateway.admitted())
-            held = await self.services.ledger.hold(hold_ask(planned, principal, model.id, request_id))
+            if admission.key_line:
+                # A waiting request holds no tokens: the Hold comes once it has a place.
+                await exits.enter_async_context(self.services.traffic.line(str(principal.key_id)))
+            await exits.enter_async_context(gateway.admitted(wait=admission.wait_for_model))
+            held = await self.services.ledger.hold(hold_ask(planned, principal, model.id, request_id, admission))
+            if on_hold is not None:
+                await _released_on_failure(self.services.ledger, held.hold_id, on_hold(held.hold_id))
         except BaseException:
             await exits.aclose()
             raise
@@ -151,14 +177,29 @@ class CompletionService:
         planned = dataclasses.replace(planned, max_tokens=held.max_tokens)
         tokenizer = self.services.tokenizers.get(model)
         assembly = CompletionAssembly(planned, model.served_model_name, tokenizer.decode)
-        return Admitted(assembly, Settlement(self.services.ledger, held.hold_id, held.tokens), headers, exits)
+        settlement = Settlement(ends or self.services.ledger, held.hold_id, held.tokens)
+        return Admitted(assembly, settlement, headers, exits)
+
+    # -- background work --------------------------------------------------------
+    async def run_in_background(self, body: Any, request_id: str, principal: Any, admission: Admission,
+                                on_hold: OnHold, ends: Any, timeout_s: float) -> dict:
+        """One request of background work, without a stream: the Completion, or raises ApiError.
+
+        It holds nothing until it runs, never lowers max_tokens, takes no
+        place in the key's line, and waits for a place at the model.
+        """
+        planned, model = await asyncio.to_thread(self.prepare, body)
+        gateway = self.services.gateways[model.id]
+        admitted = await self._admit(planned, model, gateway, request_id, principal, admission, on_hold, ends)
+        return await self._collect(admitted, gateway, request_id, timeout_s)
 
     # -- without a stream -------------------------------------------------------
-    async def _collect(self, admitted: Admitted, gateway: ModelGateway, request_id: str) -> dict:
+    async def _collect(self, admitted: Admitted, gateway: ModelGateway, request_id: str,
+                       timeout_s: float | None = None) -> dict:
         assembly, settlement = admitted.assembly, admitted.settlement
         try:
             # Without a stream the whole answer must come within the wait.
-            async with asyncio.timeout(self.settings.engine_timeout_s):
+            async with asyncio.timeout(timeout_s or self.settings.engine_timeout_s):
                 async for p, output in run_outputs(assembly, gateway, request_id):
                     assembly.add(p, output)
             check_complete(assembly)
@@ -277,6 +318,14 @@ class CompletionService:
                 continue
             out.append(sse(assembly.chunk([choice], usage if continuous else None)))
         return out
+
+
+async def _released_on_failure(ledger: Any, hold_id: Any, step: Any) -> None:
+    try:
+        await step
+    except BaseException:
+        await ledger.end(hold_id, None, None, UsageStatus.failed)
+        raise
 
 
 def _first_failure(error: BaseException) -> errors.ApiError:

@@ -69,6 +69,7 @@ class ModelGateway:
         self.chunk_timeout_s, self.max_in_flight = chunk_timeout_s, max_in_flight
         self.breaker = breaker or CircuitBreaker()
         self.in_flight = 0
+        self._place_freed = asyncio.Condition()
         self.last_answer_at: float | None = None
         self.waiting_since: float | None = None
 
@@ -82,8 +83,15 @@ class ModelGateway:
             raise errors.CircuitOpen(IN_FLIGHT_MESSAGE.format(model=self.model_id, seconds=5), retry_after=5)
 
     @contextlib.asynccontextmanager
-    async def admitted(self) -> AsyncIterator[None]:
-        """Hold one of the model's in-flight places for a whole request."""
+    async def admitted(self, wait: bool = False) -> AsyncIterator[None]:
+        """Hold one of the model's in-flight places for a whole request.
+
+        A full model answers 503 to a request; background work (`wait`) waits
+        for a place instead, as the spec's Traffic table says.
+        """
+        if wait:
+            async with self._place_freed:
+                await self._place_freed.wait_for(lambda: self.in_flight < self.max_in_flight)
         self._admit()
         if self.in_flight == 0:
             self.waiting_since = time.time()
@@ -94,6 +102,8 @@ class ModelGateway:
             self.in_flight -= 1
             if self.in_flight == 0:
                 self.waiting_since = None
+            async with self._place_freed:
+                self._place_freed.notify()
 
     def record(self, error: errors.ApiError | None) -> None:
         if error is None:

@@ -1,0 +1,209 @@
+"""The Runner: runs background work from the ledger's queues (`ledger/work.py`).
+
+One Runner per process; several processes (Serve replicas) may run at once.
+Each kind of work has a handler (`WorkHandler`): Jobs now, Loom Nodes and
+harvest follow-up next. The Runner keeps nothing a restart would lose:
+
+- a claim loop per kind takes the next runnable row when the kind's cap allows;
+- a watch loop renews this process's leases, stops the attempts whose rows
+  changed (a cancel, a lease that lapsed), queues again the rows of Runners
+  that died, and ends queued rows of revoked keys and suspended Users;
+- `stop()` is the planned stop: running work gets a grace period, then goes
+  back to `queued` with its Hold released, so the cut request costs nothing.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Awaitable, Callable, Protocol
+
+from api.survive import survive
+from ledger import work as queue
+from ledger.coltypes import utcnow
+from ledger.models import Work, WorkKind
+
+log = logging.getLogger("acs.runner")
+
+
+class WorkLost(Exception):
+    """The row is no longer this Runner's to run (cancelled, or its lease lapsed)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: queue.Result
+    hold: queue.HoldEnd
+
+
+class WorkHandler(Protocol):
+    kind: WorkKind
+
+    async def run(self, work: Work, attach_hold: Callable[[uuid.UUID], Awaitable[None]]) -> Outcome:
+        """Run one attempt. Call `attach_hold` with the Hold's id once it is taken."""
+
+    def failed(self, work: Work) -> queue.Result:
+        """The result of an attempt that the API itself failed to run."""
+
+    def refused(self, unusable: queue.Unusable) -> queue.Result:
+        """The result of queued work whose key was revoked or whose User was suspended."""
+
+
+class Runner:
+    def __init__(self, services: Any, handlers: list[WorkHandler]) -> None:
+        settings = services.settings
+        self.ledger = services.ledger
+        self.sessions = services.ledger.write_sessions
+        self.owner = services.ledger.owner  # one identity per process: its work leases and its Holds
+        self.handlers = {handler.kind: handler for handler in handlers}
+        self.model_ids = list(services.catalog.models)
+        self.lease_s, self.poll_s, self.grace_s = settings.runner_lease_s, settings.runner_poll_s, settings.runner_grace_s
+        self.kept_for = timedelta(seconds=settings.job_result_kept_s)
+        self.attempts: dict[uuid.UUID, asyncio.Task] = {}
+        self._loops: list[asyncio.Task] = []
+        self.stopping = False
+
+    # -- start and stop -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.ledger.leases.start()
+        self._loops = [asyncio.create_task(self._claim_loop(handler)) for handler in self.handlers.values()]
+        self._loops.append(asyncio.create_task(self._watch_loop()))
+
+    def check_alive(self) -> None:
+        ended = [task for task in self._loops if task.done()]
+        if ended and not self.stopping:
+            raise RuntimeError(f"{len(ended)} loops of the Runner ended: {ended[0]}")
+
+    async def stop(self) -> None:
+        """The planned stop: no new claims; after the grace, running work goes back to `queued`."""
+        self.stopping = True
+        claim_loops, watch = self._loops[:-1], self._loops[-1:]
+        await _cancel(claim_loops)
+        if self.attempts:
+            await asyncio.wait(list(self.attempts.values()), timeout=self.grace_s)
+        await _cancel(list(self.attempts.values()))
+        await _cancel(watch)
+        await self.ledger.leases.stop()
+
+    # -- the loops --------------------------------------------------------------------------------
+
+    async def _claim_loop(self, handler: WorkHandler) -> None:
+        while True:
+            try:
+                work = await self._claim(handler.kind)
+            except Exception:  # noqa: BLE001 - the database can fail; the loop must not
+                log.exception("claiming %s work failed", handler.kind.value)
+                work = None
+            if work is None:
+                await asyncio.sleep(self.poll_s)
+                continue
+            self.attempts[work.id] = asyncio.create_task(self._attempt(handler, work))
+
+    async def _claim(self, kind: WorkKind) -> Work | None:
+        # While new GPU work is paused, queued work waits (the spec's Spend limit).
+        if await self.ledger.spend_stopped():
+            return None
+        async with self.ledger.sessions() as session:
+            if not await queue.any_queued(session, kind, self.model_ids):
+                return None
+        async with self.sessions() as session:
+            return await queue.claim(session, kind, self.model_ids, self.owner, self.lease_s, utcnow())
+
+    async def _watch_loop(self) -> None:
+        renewed_at = float("-inf")
+        while True:
+            try:
+                if time.monotonic() - renewed_at >= self.lease_s / 4:
+                    renewed_at = time.monotonic()
+                    await self._renew()
+                    await self._requeue_lapsed()
+                    await self._end_unusable()
+                elif self.attempts:
+                    await self._stop_lost()
+            except Exception:  # noqa: BLE001
+                log.exception("watching background work failed")
+            await asyncio.sleep(self.poll_s)
+
+    # -- one attempt --------------------------------------------------------------------------------
+
+    async def _attempt(self, handler: WorkHandler, work: Work) -> None:
+        # The attempt stays listed until its result is written: a planned stop waits for it.
+        try:
+            try:
+                outcome = await handler.run(work, self._attacher(work.id))
+            except WorkLost:
+                return
+            except asyncio.CancelledError:
+                if self.stopping:
+                    await survive(self._requeue_own(work.id))
+                raise
+            except Exception:  # noqa: BLE001 - the API failed: the Job fails, and never runs again
+                log.exception("background work %s failed", work.id)
+                outcome = Outcome(handler.failed(work), queue.RELEASE)
+            async with self.sessions() as session:
+                if not await queue.finish(session, work.id, self.owner, outcome.result, outcome.hold, utcnow(),
+                                          self.kept_for):
+                    log.info("background work %s ended elsewhere; its answer is dropped", work.id)
+        finally:
+            self.attempts.pop(work.id, None)
+
+    def _attacher(self, work_id: uuid.UUID) -> Callable[[uuid.UUID], Awaitable[None]]:
+        async def attach(hold_id: uuid.UUID) -> None:
+            async with self.sessions() as session:
+                if not await queue.attach_hold(session, work_id, self.owner, hold_id):
+                    raise WorkLost(str(work_id))
+        return attach
+
+    async def _requeue_own(self, work_id: uuid.UUID) -> None:
+        async with self.sessions() as session:
+            await queue.requeue(session, work_id, utcnow(), owner=self.owner)
+
+    # -- what the watch loop does -----------------------------------------------------------------------
+
+    async def _renew(self) -> None:
+        known = set(self.attempts)
+        async with self.sessions() as session:
+            mine = await queue.renew(session, self.owner, utcnow() + timedelta(seconds=self.lease_s))
+        self._cancel_lost(known - mine)
+
+    async def _stop_lost(self) -> None:
+        # Only the attempts known before the read: a claim that lands meanwhile is running.
+        known = set(self.attempts)
+        async with self.sessions() as session:
+            mine = await queue.running_of(session, self.owner)
+        self._cancel_lost(known - mine)
+
+    def _cancel_lost(self, lost: set[uuid.UUID]) -> None:
+        for work_id in lost:
+            task = self.attempts.get(work_id)
+            if task is not None:
+                task.cancel()  # its request stops; the row's new state stands
+
+    async def _requeue_lapsed(self) -> None:
+        now = utcnow()
+        async with self.sessions() as session:
+            lapsed = await queue.expired(session, now)
+        for work_id in lapsed:
+            async with self.sessions() as session:
+                if await queue.requeue(session, work_id, now):
+                    log.warning("background work %s lost its Runner; it runs again", work_id)
+
+    async def _end_unusable(self) -> None:
+        for handler in self.handlers.values():
+            async with self.sessions() as session:
+                unusable = await queue.unusable_queued(session, handler.kind)
+            for row in unusable:
+                async with self.sessions() as session:
+                    await queue.fail_queued(session, row.work_id, handler.refused(row), utcnow(), self.kept_for)
+
+
+async def _cancel(tasks: list[asyncio.Task]) -> None:
+    for task in tasks:
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,341 @@
+"""The Runner's queues: background work as rows of the `work` table.
+
+Every state change is one short transaction that locks the row it changes:
+
+- `claim` takes the oldest runnable row of a kind under a lease, when fewer
+  than the kind's `max_running` run (the `work_queues` row it locks makes
+  that count exact across Runner replicas; `FOR UPDATE SKIP LOCKED` on the
+  candidate lets them pass each other);
+- `renew` extends the leases of one Runner; `requeue` puts a row whose lease
+  expired, or that a stopping Runner gives up, back to `queued` and releases
+  its Hold, so the cut attempt costs nothing;
+- `finish` ends the attempt's Hold and writes the result in one transaction:
+  a request is charged once, and a row with its answer never runs again;
+- `cancel` ends a queued row at once, and a running one with its whole Hold.
+
+Functions that write commit themselves. Ordering and caps are queries here,
+not state in a process, so a Runner can restart or run as several replicas.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Callable
+
+from sqlalchemy import and_, case, exists, func, or_, update
+from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from ledger.models import (
+    ENDED, ApiKey, Counting, Hold, KeyStatus, Standing, UsageStatus, User, Work, WorkKind, WorkQueue, WorkStatus,
+)
+from ledger.tokens import end_hold_within
+
+
+@dataclass(frozen=True)
+class HoldEnd:
+    """How an attempt's Hold ends, written with its result."""
+
+    used: int | None  # None: released, the attempt costs nothing
+    counting: Counting | None
+    status: UsageStatus
+
+
+RELEASE = HoldEnd(None, None, UsageStatus.failed)
+
+
+@dataclass(frozen=True)
+class Result:
+    status: WorkStatus
+    http_status: int
+    body: str  # JSON text of the answer
+
+
+async def enqueue_within(session: AsyncSession, work: Work, allowed: Callable[[Counts], bool],
+                         now: datetime) -> Work | Counts:
+    """Queue `work` when `allowed(counts)`, else the counts that refused it.
+
+    The kind's queue row is locked while it counts and inserts, so two
+    submits at once never pass a cap together.
+    """
+    await session.exec(select(WorkQueue.kind).where(WorkQueue.kind == work.kind).with_for_update())
+    current = await _counts(session, work.kind, work.user_id, work.key_id, now)
+    if not allowed(current):
+        await session.rollback()
+        return current
+    session.add(work)
+    await session.commit()
+    await session.refresh(work)
+    return work
+
+
+async def find(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, kind: WorkKind) -> Work | None:
+    """A User's own row: another User's id finds nothing."""
+    query = select(Work).where(Work.id == work_id, Work.user_id == user_id, Work.kind == kind)
+    return await _detached(session, (await session.exec(query)).first())
+
+
+# -- the claim ------------------------------------------------------------------------------------
+
+
+def _runnable(kind: WorkKind, model_ids: list[str]):
+    """Queued, of a model this Runner serves, of a usable key (a paused key's work
+    waits) and of a User in good standing."""
+    return and_(Work.kind == kind, Work.status == WorkStatus.queued, Work.model_id.in_(model_ids),
+                ApiKey.status == KeyStatus.active, User.standing == Standing.active)
+
+
+async def any_queued(session: AsyncSession, kind: WorkKind, model_ids: list[str]) -> bool:
+    """A read without locks: an idle Runner polls this, not the claim, which writes."""
+    found = (await session.exec(select(Work.id).where(
+        Work.kind == kind, Work.status == WorkStatus.queued, Work.model_id.in_(model_ids)).limit(1))).first()
+    await session.rollback()
+    return found is not None
+
+
+async def claim(session: AsyncSession, kind: WorkKind, model_ids: list[str], owner: str, lease_s: float,
+                now: datetime) -> Work | None:
+    """The next row to run, now `running` under `owner`'s lease; None when none may start.
+
+    The order of "The order of the work": the oldest row of a User with no
+    row running, and a row of a User who has one only when no other waits.
+    """
+    cap = (await session.exec(select(WorkQueue.max_running).where(WorkQueue.kind == kind)
+                              .with_for_update())).one()
+    running = (await session.exec(select(func.count()).select_from(Work)
+                                  .where(Work.kind == kind, Work.status == WorkStatus.running))).one()
+    if running >= cap:
+        await session.rollback()
+        return None
+    other = Work.__table__.alias("other")
+    busy = exists().where(other.c.kind == kind.value, other.c.status == WorkStatus.running.value,
+                          other.c.user_id == Work.user_id)
+    query = (select(Work).join(ApiKey, ApiKey.id == Work.key_id).join(User, User.id == Work.user_id)
+             .where(_runnable(kind, model_ids))
+             .order_by(case((busy, 1), else_=0), Work.created_at, Work.id)
+             .limit(1).with_for_update(of=Work.__table__, skip_locked=True))
+    work = (await session.exec(query)).first()
+    if work is None:
+        await session.rollback()
+        return None
+    work.status = WorkStatus.running
+    work.lease_owner, work.lease_until = owner, now + timedelta(seconds=lease_s)
+    work.attempts += 1
+    work.started_at = work.started_at or now
+    work.hold_id = None
+    session.add(work)
+    await session.commit()
+    await session.refresh(work)
+    return work
+
+
+async def attach_hold(session: AsyncSession, work_id: uuid.UUID, owner: str, hold_id: uuid.UUID) -> bool:
+    """Record the attempt's Hold; False when the row is no longer this Runner's to run."""
+    result = await session.execute(update(Work).where(
+        Work.id == work_id, Work.status == WorkStatus.running, Work.lease_owner == owner).values(hold_id=hold_id))
+    await session.commit()
+    return result.rowcount == 1
+
+
+# -- leases -----------------------------------------------------------------------------------------
+
+
+async def renew(session: AsyncSession, owner: str, until: datetime) -> set[uuid.UUID]:
+    """Extend `owner`'s leases; the ids it still runs (a cancel or a lost lease drops one)."""
+    mine = and_(Work.lease_owner == owner, Work.status == WorkStatus.running)
+    await session.execute(update(Work).where(mine).values(lease_until=until))
+    ids = set((await session.exec(select(Work.id).where(mine))).all())
+    await session.commit()
+    return ids
+
+
+async def running_of(session: AsyncSession, owner: str) -> set[uuid.UUID]:
+    ids = set((await session.exec(select(Work.id).where(
+        Work.lease_owner == owner, Work.status == WorkStatus.running))).all())
+    await session.rollback()
+    return ids
+
+
+async def expired(session: AsyncSession, now: datetime) -> list[uuid.UUID]:
+    """Running rows whose Runner stopped renewing: it died (kill -9, a lost node)."""
+    ids = list((await session.exec(select(Work.id).where(
+        Work.status == WorkStatus.running, Work.lease_until < now))).all())
+    await session.rollback()
+    return ids
+
+
+async def requeue(session: AsyncSession, work_id: uuid.UUID, now: datetime, owner: str | None = None) -> bool:
+    """Back to `queued`, its Hold released: `owner`'s own row (a planned stop), or
+    without an owner a row whose lease expired. False when neither holds any more."""
+    work = await _locked(session, work_id)
+    mine = owner is not None and work.lease_owner == owner
+    lapsed = owner is None and work.lease_until is not None and work.lease_until < now
+    if work.status != WorkStatus.running or not (mine or lapsed):
+        await session.rollback()
+        return False
+    if work.hold_id is not None:
+        await end_hold_within(session, work.hold_id, used=None, counting=None, status=UsageStatus.failed, now=now)
+    work.status, work.lease_owner, work.lease_until, work.hold_id = WorkStatus.queued, "", None, None
+    session.add(work)
+    await session.commit()
+    return True
+
+
+# -- ends -------------------------------------------------------------------------------------------
+
+
+async def finish(session: AsyncSession, work_id: uuid.UUID, owner: str, result: Result, hold: HoldEnd,
+                 now: datetime, kept_for: timedelta) -> bool:
+    """The attempt's answer and its Hold's end, together; False (nothing written) when the
+    row is no longer `owner`'s running row: cancelled, or requeued after a lost lease."""
+    work = await _locked(session, work_id)
+    if work.status != WorkStatus.running or work.lease_owner != owner:
+        await session.rollback()
+        return False
+    if work.hold_id is not None:
+        await end_hold_within(session, work.hold_id, used=hold.used, counting=hold.counting,
+                              status=hold.status, now=now)
+    _end(work, result, now, kept_for)
+    session.add(work)
+    await session.commit()
+    return True
+
+
+async def fail_queued(session: AsyncSession, work_id: uuid.UUID, result: Result, now: datetime,
+                      kept_for: timedelta) -> bool:
+    """End a row that never started (a revoked key, a suspended User); it held nothing."""
+    work = await _locked(session, work_id)
+    if work.status != WorkStatus.queued:
+        await session.rollback()
+        return False
+    _end(work, result, now, kept_for)
+    session.add(work)
+    await session.commit()
+    return True
+
+
+async def cancel(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, kind: WorkKind, now: datetime,
+                 kept_for: timedelta) -> Work | None:
+    """Cancel a queued or running row of the User; an ended row stays as it is.
+
+    A running attempt pays its whole Hold, as a request without a stream
+    that stopped after it reached Inference does; its Runner sees the row
+    change and stops the request.
+    """
+    work = await _locked(session, work_id, user_id)
+    if work is None or work.kind != kind:
+        await session.rollback()
+        return None
+    if work.status in ENDED:
+        return await _detached(session, work)
+    if work.status == WorkStatus.running and work.hold_id is not None:
+        held = (await session.exec(select(Hold.tokens).where(Hold.id == work.hold_id))).one()
+        await end_hold_within(session, work.hold_id, used=held, counting=Counting.held,
+                              status=UsageStatus.stopped, now=now)
+    work.cancel_requested = True
+    work.status, work.finished_at = WorkStatus.cancelled, now
+    work.lease_owner, work.lease_until = "", None
+    work.result_expires_at = now + kept_for
+    session.add(work)
+    await session.commit()
+    await session.refresh(work)
+    return work
+
+
+async def _detached(session: AsyncSession, work: Work | None) -> Work | None:
+    """End the transaction and keep the row readable (a rollback expires what the session holds)."""
+    if work is not None:
+        session.expunge(work)
+    await session.rollback()
+    return work
+
+
+def _end(work: Work, result: Result, now: datetime, kept_for: timedelta) -> None:
+    work.status, work.result_status, work.result_body = result.status, result.http_status, result.body
+    work.finished_at, work.result_expires_at = now, now + kept_for
+    work.lease_owner, work.lease_until = "", None
+
+
+async def _locked(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID | None = None) -> Work | None:
+    query = select(Work).where(Work.id == work_id).with_for_update()
+    if user_id is not None:
+        query = query.where(Work.user_id == user_id)
+    return (await session.exec(query)).first()
+
+
+# -- what blocks queued rows for good -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unusable:
+    work_id: uuid.UUID
+    request_id: str
+    revoked: bool  # else the User is suspended
+
+
+async def unusable_queued(session: AsyncSession, kind: WorkKind) -> list[Unusable]:
+    """Queued rows whose key was revoked or whose User was suspended: they never run."""
+    query = (select(Work.id, Work.request_id, ApiKey.status).join(ApiKey, ApiKey.id == Work.key_id).join(User, User.id == Work.user_id)
+             .where(Work.kind == kind, Work.status == WorkStatus.queued,
+                    or_(ApiKey.status == KeyStatus.revoked, User.standing == Standing.suspended)))
+    rows = (await session.exec(query)).all()
+    await session.rollback()
+    return [Unusable(work_id, request_id, status == KeyStatus.revoked) for work_id, request_id, status in rows]
+
+
+# -- the caps ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Queued or running rows of the key, the User and everyone; ended rows whose results are kept."""
+
+    active_key: int
+    active_user: int
+    active_all: int
+    kept_user: int
+    kept_all: int
+
+
+async def counts(session: AsyncSession, kind: WorkKind, user_id: uuid.UUID, key_id: uuid.UUID,
+                 now: datetime) -> Counts:
+    current = await _counts(session, kind, user_id, key_id, now)
+    await session.rollback()
+    return current
+
+
+async def _counts(session: AsyncSession, kind: WorkKind, user_id: uuid.UUID, key_id: uuid.UUID,
+                  now: datetime) -> Counts:
+    active = Work.status.in_([WorkStatus.queued, WorkStatus.running])
+    kept = and_(Work.status.in_(ENDED), Work.result_expires_at > now)
+
+    def count_if(condition):
+        return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
+
+    row = (await session.exec(select(
+        count_if(and_(active, Work.key_id == key_id)), count_if(and_(active, Work.user_id == user_id)),
+        count_if(active), count_if(and_(kept, Work.user_id == user_id)), count_if(kept),
+    ).where(Work.kind == kind))).one()
+    return Counts(*map(int, row))
+
+
+# -- the operator's view (python -m ledger.admin work ...) -----------------------------------------
+
+
+async def listing(session: AsyncSession, *, user_id: uuid.UUID | None = None, status: WorkStatus | None = None,
+                  limit: int = 50) -> list[Work]:
+    """The newest rows first."""
+    query = select(Work).order_by(Work.created_at.desc()).limit(limit)
+    if user_id is not None:
+        query = query.where(Work.user_id == user_id)
+    if status is not None:
+        query = query.where(Work.status == status)
+    return list((await session.exec(query)).all())
+
+
+async def set_max_running(session: AsyncSession, kind: WorkKind, max_running: int) -> None:
+    queue = await session.get(WorkQueue, kind, with_for_update=True)
+    queue.max_running = max_running
+    session.add(queue)
+    await session.commit()
