@@ -255,6 +255,8 @@ class WorkQueue(SQLModel, table=True):
                                                  length=16, values_callable=lambda m: [x.value for x in m]),
                                             primary_key=True))
     max_running: int = Field(sa_column=Column(Integer(), nullable=False))
+    # The last time a Runner of this kind checked in (GET /health shows it).
+    polled_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
 
 
 class Work(SQLModel, table=True):

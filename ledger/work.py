@@ -150,6 +150,31 @@ async def renew(session: AsyncSession, owner: str, until: datetime) -> set[uuid.
     return ids
 
 
+async def heartbeat(session: AsyncSession, kinds: list[WorkKind], now: datetime) -> None:
+    await session.execute(update(WorkQueue).where(WorkQueue.kind.in_(kinds)).values(polled_at=now))
+    await session.commit()
+
+
+@dataclass(frozen=True)
+class QueueState:
+    kind: WorkKind
+    running: int
+    queued: int
+    polled_at: datetime | None
+
+
+async def queue_states(session: AsyncSession) -> list[QueueState]:
+    """Each kind's Runners as GET /health shows them."""
+    def count_of(status: WorkStatus):
+        return (select(func.count()).select_from(Work)
+                .where(Work.kind == WorkQueue.kind, Work.status == status).scalar_subquery())
+
+    rows = (await session.exec(select(WorkQueue.kind, count_of(WorkStatus.running), count_of(WorkStatus.queued),
+                                      WorkQueue.polled_at).order_by(WorkQueue.kind))).all()
+    await session.rollback()
+    return [QueueState(WorkKind(kind), running, queued, polled_at) for kind, running, queued, polled_at in rows]
+
+
 async def running_of(session: AsyncSession, owner: str) -> set[uuid.UUID]:
     ids = set((await session.exec(select(Work.id).where(
         Work.lease_owner == owner, Work.status == WorkStatus.running))).all())

@@ -529,3 +529,25 @@ async def test_a_suspended_users_queued_job_fails_401_and_stays_failed(jobs: Job
         await session.commit()
     await asyncio.sleep(0.3)
     assert (await jobs.get(job["id"], key=key)).json()["status"] == "failed"  # it does not run again
+
+
+# -- GET /health ------------------------------------------------------------------------------------------------
+
+
+async def test_health_shows_the_runner_and_work_that_no_runner_takes(jobs: Jobs) -> None:
+    from ledger.models import WorkQueue
+
+    async with jobs.stack.services.ledger.write_sessions() as session:
+        await session.exec(update(WorkQueue).values(polled_at=None))
+        await session.commit()
+    job = (await jobs.submit()).json()
+    health = (await jobs.stack.http.get("/health")).json()
+    validate(health, "Health")
+    assert health["wrapper"]["runners"] == [{"name": "jobs", "running": 0, "seconds_since_poll": None}]
+    assert (health["status"], health["degraded_reasons"]) == ("degraded", ["runner_stale:jobs"])
+    jobs.runner()
+    await jobs.wait(job["id"], "succeeded")
+    health = (await jobs.stack.http.get("/health")).json()
+    (runner,) = health["wrapper"]["runners"]
+    assert runner["running"] == 0 and 0 <= runner["seconds_since_poll"] <= 1
+    assert (health["status"], health["degraded_reasons"]) == ("ok", [])

@@ -170,6 +170,8 @@ class Runner:
         async with self.sessions() as session:
             mine = await queue.renew(session, self.owner, utcnow() + timedelta(seconds=self.lease_s))
         self._cancel_lost(known - mine)
+        async with self.sessions() as session:
+            await queue.heartbeat(session, list(self.handlers), utcnow())
 
     async def _stop_lost(self) -> None:
         # Only the attempts known before the read: a claim that lands meanwhile is running.

@@ -44,19 +44,46 @@ def backend_json(model: Any, gateway: Any) -> dict[str, Any]:
     }
 
 
+RUNNER_NAMES = {"job": "jobs"}
+
+
+async def runners_check(services: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each kind of background work: how many run, how long ago a Runner checked in;
+    and a degraded reason when work waits and no Runner checked in for two leases."""
+    from ledger.coltypes import utcnow
+    from ledger.work import queue_states
+
+    try:
+        async with asyncio.timeout(services.settings.health_timeout_s):
+            async with services.sessions() as session:
+                states = await queue_states(session)
+    except Exception:  # noqa: BLE001 - the database check reports the database
+        return [], []
+    now, stale_after = utcnow(), 2 * services.settings.runner_lease_s
+    runners, stale = [], []
+    for state in states:
+        name = RUNNER_NAMES.get(state.kind.value, state.kind.value)
+        since = None if state.polled_at is None else int((now - state.polled_at).total_seconds())
+        runners.append({"name": name, "running": state.running, "seconds_since_poll": since})
+        if state.queued and (since is None or since > stale_after):
+            stale.append(f"runner_stale:{name}")
+    return runners, stale
+
+
 @router.get("/health")
 async def health(request: Request) -> JSONResponse:
     services = services_of(request)
     database = await database_check(services)
     backends = [backend_json(m, services.gateways[m.id]) for m in services.served_models()]
     degraded = [b["model_id"] for b in backends if b["breaker_state"] == "open"]
-    reasons = [f"circuit_open:{model_id}" for model_id in degraded]
-    status = "down" if not database["ok"] else ("degraded" if degraded else "ok")
+    runners, stale = await runners_check(services) if database["ok"] else ([], [])
+    reasons = [f"circuit_open:{model_id}" for model_id in degraded] + stale
+    status = "down" if not database["ok"] else ("degraded" if reasons else "ok")
     body = {
         "status": status,
         "wrapper": {
             "uptime_seconds": int(time.time() - services.started_at), "database": database,
-            "db_pool": {"saturated": pool_saturated(services.sessions)}, "runners": [],
+            "db_pool": {"saturated": pool_saturated(services.sessions)}, "runners": runners,
         },
         "backends": backends, "degraded_backends": degraded, "degraded_reasons": reasons,
     }

@@ -22,6 +22,7 @@ def upgrade() -> None:
     queues = op.create_table('work_queues',
     sa.Column('kind', sa.Enum('job', name='kind', native_enum=False, create_constraint=True, length=16), nullable=False),
     sa.Column('max_running', sa.Integer(), nullable=False),
+    sa.Column('polled_at', sa.DateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('kind', name=op.f('pk_work_queues'))
     )
     op.create_table('work',
