@@ -15,7 +15,7 @@ from deployments.engine import (
     EngineState, GenerateRequest, PositionLogprobs, SamplingSpec, TokenLogprob,
 )
 from deployments.lens_checks import EngineFacts, check_lens_request
-from deployments.vllm_runtime import prepare_environment
+from deployments.vllm_runtime import prepare_environment, project_temp_files
 
 
 def build_engine_args(weights: str, engine: dict[str, Any], cpu: bool) -> Any:
@@ -145,7 +145,8 @@ class VllmEngine(Engine):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self._started_at = time.time()
-        self._llm = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
+        with project_temp_files() as self._temp_files:
+            self._llm = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
         self._tokenizer = self._llm.get_tokenizer()
         self._facts = EngineFacts.of(self._llm.model_config)
 
@@ -201,6 +202,8 @@ class VllmEngine(Engine):
         if llm is not None:
             llm.shutdown()
             del llm
+        for path in self._temp_files:
+            path.unlink(missing_ok=True)
 
 
 def lens_loaded() -> bool:

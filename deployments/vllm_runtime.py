@@ -5,7 +5,10 @@ host an engine (Serve replica, tests, benches) calls `prepare_environment`.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -44,3 +47,20 @@ def prepare_environment(cpu: bool = True) -> None:
         # Ray sets OMP_NUM_THREADS=1 in an actor with a fraction of a CPU, and
         # the EngineCore process inherits it: give it the cores it is bound to.
         os.environ["OMP_NUM_THREADS"] = str(bound_cpus(os.environ["VLLM_CPU_OMP_THREADS_BIND"]))
+
+
+@contextlib.contextmanager
+def project_temp_files() -> Iterator[list[Path]]:
+    """vLLM's file rendezvous (`vllm_dist_<hex>`, made while the engine starts) goes
+    to tempfile.gettempdir() and stays there: make it in the project instead, and
+    yield the list of files made, for the engine's shutdown to remove."""
+    folder = REPO_ROOT / ".vllm_cache" / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    before = set(folder.iterdir())
+    made: list[Path] = []
+    previous, tempfile.tempdir = tempfile.tempdir, str(folder)
+    try:
+        yield made
+    finally:
+        tempfile.tempdir = previous
+        made.extend(sorted(set(folder.iterdir()) - before))
