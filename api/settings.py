@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     runner_poll_s: float = 0.25
     # A planned stop gives running work this long, then queues it again.
     runner_grace_s: float = 10.0
+    # How often a Runner drops expired Job results and Idempotency-Keys.
+    runner_housekeeping_s: float = 600.0
     # A Job waits this long for Inference's answer, through a cold start.
     job_answer_timeout_s: float = 45 * 60.0
     # An ended Job's result is kept this long (the spec: 30 days), then 410.

@@ -289,6 +289,14 @@ async def _locked(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID 
     return (await session.exec(query)).first()
 
 
+async def drop_expired_results(session: AsyncSession, now: datetime) -> int:
+    """Expired results answer 410 and their rows stay: their bodies go."""
+    result = await session.execute(update(Work).where(
+        Work.result_expires_at < now, Work.result_body.is_not(None)).values(result_body=None))
+    await session.commit()
+    return result.rowcount
+
+
 # -- what blocks queued rows for good -----------------------------------------------------------------
 
 

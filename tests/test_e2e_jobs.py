@@ -127,6 +127,27 @@ def test_activations_in_a_job_with_curl_and_jq(stack: tuple[str, str]) -> None:
     assert out.stdout.strip() == "[2,5,64]"
 
 
+def test_steering_vectors_in_a_job(stack: tuple[str, str]) -> None:
+    import numpy as np
+
+    from api.activations.tensor import decode
+
+    base, key = stack
+    vector = np.zeros(64)
+    vector[:3] = [1, 2, 3]
+
+    def layer_1(scale: float) -> np.ndarray:
+        job = submit(stack, {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 1, "temperature": 0,
+                             "output_residual_stream": [1], "apply_steering_vectors": [
+                                 {"activations": [vector.tolist()], "layer_indices": [1], "scale": scale}]})
+        wait(stack, job["id"], "succeeded")
+        result = httpx.get(f"{base}/completion-jobs/{job['id']}/result", headers=auth(key), timeout=30).json()
+        return decode(result["activations"]["residual_stream"], max_bytes=1 << 24)[0]
+
+    baseline, steered = layer_1(0.0), layer_1(2.0)
+    np.testing.assert_allclose(steered - baseline, np.broadcast_to(2 * vector, baseline.shape), atol=1e-5)
+
+
 def test_cancel_a_long_job_while_it_runs(stack: tuple[str, str], serve_instance: ServeInstance) -> None:
     base, key = stack
     job = submit(stack, {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2000}, "sky-long-001")

@@ -289,7 +289,7 @@ async def test_kept_results_cap_per_user_and_in_all(jobs: Jobs) -> None:
 
 async def test_an_expired_result_is_410_and_the_job_stays(jobs: Jobs) -> None:
     job = (await jobs.submit()).json()
-    jobs.runner()
+    jobs.runner(runner_housekeeping_s=0.2)
     await jobs.wait(job["id"], "succeeded")
     async with jobs.stack.services.ledger.write_sessions() as session:
         await session.exec(update(Work).where(Work.id == uuid.UUID(job["id"]))
@@ -299,6 +299,10 @@ async def test_an_expired_result_is_410_and_the_job_stays(jobs: Jobs) -> None:
                  message="The result of this Job expired 30 days after the Job ended. The Job itself stays.")
     stays = (await jobs.get(job["id"])).json()
     assert (stays["status"], stays["result_expired"]) == ("succeeded", True)
+    await asyncio.sleep(0.5)  # the Runner's housekeeping drops the expired body; the Job stays
+    (row,) = await jobs.rows()
+    assert (row.status, row.result_body) == (WorkStatus.succeeded, None)
+    assert (await jobs.get(job["id"], "/result")).status_code == 410
 
 
 @pytest.mark.fake(fail_before_first=RuntimeError("boom"))

@@ -8,6 +8,8 @@ harvest follow-up next. The Runner keeps nothing a restart would lose:
 - a watch loop renews this process's leases, stops the attempts whose rows
   changed (a cancel, a lease that lapsed), queues again the rows of Runners
   that died, and ends queued rows of revoked keys and suspended Users;
+- every `ACS_RUNNER_HOUSEKEEPING_S` it drops what expired: the bodies of Job
+  results and the Idempotency-Keys of more than 24 hours;
 - `stop()` is the planned stop: running work gets a grace period, then goes
   back to `queued` with its Hold released, so the cut request costs nothing.
 """
@@ -63,6 +65,7 @@ class Runner:
         self.model_ids = list(services.catalog.models)
         self.lease_s, self.poll_s, self.grace_s = settings.runner_lease_s, settings.runner_poll_s, settings.runner_grace_s
         self.kept_for = timedelta(seconds=settings.job_result_kept_s)
+        self.housekeeping_s = settings.runner_housekeeping_s
         self.attempts: dict[uuid.UUID, asyncio.Task] = {}
         self._loops: list[asyncio.Task] = []
         self.stopping = False
@@ -115,9 +118,12 @@ class Runner:
             return await queue.claim(session, kind, self.model_ids, self.owner, self.lease_s, utcnow())
 
     async def _watch_loop(self) -> None:
-        renewed_at = float("-inf")
+        renewed_at = kept_at = float("-inf")
         while True:
             try:
+                if time.monotonic() - kept_at >= self.housekeeping_s:
+                    kept_at = time.monotonic()
+                    await self._housekeeping()
                 if time.monotonic() - renewed_at >= self.lease_s / 4:
                     renewed_at = time.monotonic()
                     await self._renew()
@@ -194,6 +200,16 @@ class Runner:
             async with self.sessions() as session:
                 if await queue.requeue(session, work_id, now):
                     log.warning("background work %s lost its Runner; it runs again", work_id)
+
+    async def _housekeeping(self) -> None:
+        """What expires: Job results (the rows stay, 410) and Idempotency-Keys (24 hours)."""
+        from ledger.idempotency import purge_expired
+
+        now = utcnow()
+        async with self.sessions() as session:
+            await queue.drop_expired_results(session, now)
+        async with self.sessions() as session:
+            await purge_expired(session, now)
 
     async def _end_unusable(self) -> None:
         for handler in self.handlers.values():
