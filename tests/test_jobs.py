@@ -555,3 +555,23 @@ async def test_health_shows_the_runner_and_work_that_no_runner_takes(jobs: Jobs)
     (runner,) = health["wrapper"]["runners"]
     assert runner["running"] == 0 and 0 <= runner["seconds_since_poll"] <= 1
     assert (health["status"], health["degraded_reasons"]) == ("ok", [])
+
+
+# -- a place at the model ------------------------------------------------------------------------------------------
+
+
+async def test_background_work_waits_for_a_place_where_a_request_gets_503() -> None:
+    from api import errors
+    from api.inference.gateway import ModelGateway
+    from tests.fakes import FakeEngine
+
+    gateway = ModelGateway("tiny-llama", FakeEngine(), chunk_timeout_s=5, max_in_flight=1)
+    async with gateway.admitted():
+        with pytest.raises(errors.CircuitOpen):
+            async with gateway.admitted():
+                pass
+        waiting = asyncio.create_task(gateway.admitted(wait=True).__aenter__())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # the Job waits while the place is taken
+    await asyncio.wait_for(waiting, 1)
+    assert gateway.in_flight == 1
