@@ -570,8 +570,11 @@ async def test_background_work_waits_for_a_place_where_a_request_gets_503() -> N
         with pytest.raises(errors.CircuitOpen):
             async with gateway.admitted():
                 pass
-        waiting = asyncio.create_task(gateway.admitted(wait=True).__aenter__())
+        job = gateway.admitted(wait=True)
+        waiting = asyncio.create_task(job.__aenter__())
         await asyncio.sleep(0.05)
         assert not waiting.done()  # the Job waits while the place is taken
     await asyncio.wait_for(waiting, 1)
-    assert gateway.in_flight == 1
+    assert gateway.in_flight == 1  # then it has the place
+    await job.__aexit__(None, None, None)
+    assert gateway.in_flight == 0
