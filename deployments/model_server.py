@@ -37,3 +37,10 @@ class ModelServer:
     async def check_health(self) -> None:
         """Serve's health check: a dead engine gets its replica replaced."""
         await self.engine.check_health()
+
+    def __del__(self) -> None:
+        # Serve's graceful shutdown of the replica: stop the engine, its
+        # EngineCore process and the files it made.
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.shutdown()

@@ -53,14 +53,24 @@ def prepare_environment(cpu: bool = True) -> None:
 def project_temp_files() -> Iterator[list[Path]]:
     """vLLM's file rendezvous (`vllm_dist_<hex>`, made while the engine starts) goes
     to tempfile.gettempdir() and stays there: make it in the project instead, and
-    yield the list of files made, for the engine's shutdown to remove."""
+    yield the list of files made, for the engine's shutdown to remove.
+
+    The EngineCore may be a child process (a Serve replica's AsyncLLM): it
+    reads TMPDIR, which it inherits; this process reads tempfile.tempdir.
+    """
     folder = REPO_ROOT / ".vllm_cache" / "tmp"
     folder.mkdir(parents=True, exist_ok=True)
     before = set(folder.iterdir())
     made: list[Path] = []
     previous, tempfile.tempdir = tempfile.tempdir, str(folder)
+    previous_env = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
     try:
         yield made
     finally:
         tempfile.tempdir = previous
+        if previous_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = previous_env
         made.extend(sorted(set(folder.iterdir()) - before))
