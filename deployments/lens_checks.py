@@ -8,34 +8,21 @@ direct handle), with the API's messages, as the spec says Inference does.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from api.activations.steering import PARAM, check_reach, check_shape
-from api.completions.planning import check_layers
+from api.completions.planning import ModelFacts, check_layers
 from api.errors import InvalidRequest
 from deployments.engine import EngineRefused, GenerateRequest
 
 
-@dataclass(frozen=True)
-class EngineFacts:
-    """What the loaded model says of itself (a planning.ModelInfo)."""
-
-    id: str
-    served_model_name: str
-    max_model_len: int
-    n_layers: int
-    hidden_size: int
-    vocab_size: int | None = None
-
-    @classmethod
-    def of(cls, model_config: object) -> EngineFacts:
-        text = model_config.hf_text_config
-        return cls(id=model_config.served_model_name, served_model_name=model_config.served_model_name,
-                   max_model_len=model_config.max_model_len, n_layers=text.num_hidden_layers,
-                   hidden_size=text.hidden_size, vocab_size=text.vocab_size)
+def engine_facts(model_config: object) -> ModelFacts:
+    """What the loaded model says of itself."""
+    text = model_config.hf_text_config
+    return ModelFacts(id=model_config.served_model_name, served_model_name=model_config.served_model_name,
+                      max_model_len=model_config.max_model_len, n_layers=text.num_hidden_layers,
+                      hidden_size=text.hidden_size, vocab_size=text.vocab_size)
 
 
-def check_lens_request(request: GenerateRequest, facts: EngineFacts) -> None:
+def check_lens_request(request: GenerateRequest, facts: ModelFacts) -> None:
     """Raise EngineRefused (a 400 of Inference) for what vllm-lens would swallow."""
     spec = request.sampling
     try:

@@ -14,7 +14,7 @@ from deployments.engine import (
     Steer, ChoiceDelta, Engine, EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused,
     EngineState, GenerateRequest, PositionLogprobs, SamplingSpec, TokenLogprob,
 )
-from deployments.lens_checks import EngineFacts, check_lens_request
+from deployments.lens_checks import check_lens_request, engine_facts
 from deployments.vllm_runtime import prepare_environment, project_temp_files
 
 
@@ -148,7 +148,7 @@ class VllmEngine(Engine):
         with project_temp_files() as self._temp_files:
             self._llm = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
         self._tokenizer = self._llm.get_tokenizer()
-        self._facts = EngineFacts.of(self._llm.model_config)
+        self._facts = engine_facts(self._llm.model_config)
 
     @property
     def llm(self) -> Any:

@@ -331,13 +331,6 @@ class Counts:
     kept_all: int
 
 
-async def counts(session: AsyncSession, kind: WorkKind, user_id: uuid.UUID, key_id: uuid.UUID,
-                 now: datetime) -> Counts:
-    current = await _counts(session, kind, user_id, key_id, now)
-    await session.rollback()
-    return current
-
-
 async def _counts(session: AsyncSession, kind: WorkKind, user_id: uuid.UUID, key_id: uuid.UUID,
                   now: datetime) -> Counts:
     active = Work.status.in_([WorkStatus.queued, WorkStatus.running])

@@ -24,8 +24,8 @@ from api.budget import TokenLedger
 from api.jobs.handler import JobHandler
 from ledger.coltypes import utcnow
 from ledger.grants import set_allowance
-from ledger.keys import create_api_key, create_user, set_key_status, set_standing
-from ledger.models import Hold, HoldState, KeyStatus, Standing, Work, WorkStatus
+from ledger.keys import Principal, authenticate, create_api_key, create_user, set_key_status, set_standing
+from ledger.models import Hold, HoldState, KeyStatus, Standing, User, Work, WorkStatus
 from ledger.spend import set_spend_stop
 from tests.spec import assert_error, validate
 from tests.test_api_budget import left, principal
@@ -91,6 +91,12 @@ async def jobs(fake_stack: Any) -> AsyncIterator[Jobs]:
     yield state
     for runner in state.runners:
         await runner.stop()
+
+
+async def who_holds(stack: Any, key: str) -> Principal:
+    """The User and key behind a raw key."""
+    async with stack.services.sessions() as session:
+        return await authenticate(session, f"Bearer {key}")
 
 
 async def new_key(stack: Any, same_user: bool = True) -> str:
@@ -274,10 +280,7 @@ async def test_kept_results_cap_per_user_and_in_all(jobs: Jobs) -> None:
         "The API keeps the results of 100 of your ended Jobs, the most it keeps for one User. "
         "Submit again when one of those results expires, 30 days after its Job ended."))
     for _ in range(9):
-        other = await new_key(jobs.stack, same_user=False)
-        async with jobs.stack.services.sessions() as session:
-            from ledger.keys import authenticate
-            them = await authenticate(session, f"Bearer {other}")
+        them = await who_holds(jobs.stack, await new_key(jobs.stack, same_user=False))
         await _ended(jobs, 100, them.user_id, them.key_id, timedelta(days=30))
     assert_error(await jobs.submit(key=await new_key(jobs.stack, same_user=False)), 429, "job_capacity", message=(
         "The API keeps the results of 1000 ended Jobs of all Users, the most it keeps. "
@@ -470,12 +473,6 @@ async def test_a_job_with_its_answer_never_runs_again(jobs: Jobs) -> None:
 # -- paused, revoked, suspended ----------------------------------------------------------------------------------
 
 
-async def _key_id(jobs: Jobs, key: str) -> uuid.UUID:
-    async with jobs.stack.services.sessions() as session:
-        from ledger.keys import authenticate
-        return (await authenticate(session, f"Bearer {key}")).key_id
-
-
 async def _key_status(jobs: Jobs, key_id: uuid.UUID, status: KeyStatus) -> None:
     async with jobs.stack.services.ledger.write_sessions() as session:
         await set_key_status(session, key_id, status)
@@ -485,7 +482,7 @@ async def _key_status(jobs: Jobs, key_id: uuid.UUID, status: KeyStatus) -> None:
 async def test_a_paused_keys_jobs_wait_and_run_on_resume(jobs: Jobs) -> None:
     key = await new_key(jobs.stack)
     job = (await jobs.submit(key=key)).json()
-    key_id = await _key_id(jobs, key)
+    key_id = (await who_holds(jobs.stack, key)).key_id
     await _key_status(jobs, key_id, KeyStatus.paused)
     jobs.runner()
     await asyncio.sleep(0.4)
@@ -497,7 +494,7 @@ async def test_a_paused_keys_jobs_wait_and_run_on_resume(jobs: Jobs) -> None:
 async def test_a_revoked_keys_queued_job_fails_401_and_spends_nothing(jobs: Jobs) -> None:
     key = await new_key(jobs.stack)
     job = (await jobs.submit(key=key)).json()
-    await _key_status(jobs, await _key_id(jobs, key), KeyStatus.revoked)
+    await _key_status(jobs, (await who_holds(jobs.stack, key)).key_id, KeyStatus.revoked)
     jobs.runner()
     await jobs.wait(job["id"], "failed")
     result = await jobs.get(job["id"], "/result")
@@ -509,11 +506,8 @@ async def test_a_revoked_keys_queued_job_fails_401_and_spends_nothing(jobs: Jobs
 async def test_a_suspended_users_queued_job_fails_401_and_stays_failed(jobs: Jobs) -> None:
     key = await new_key(jobs.stack, same_user=False)
     job = (await jobs.submit(key=key)).json()
-    async with jobs.stack.services.sessions() as session:
-        from ledger.keys import authenticate
-        who = await authenticate(session, f"Bearer {key}")
+    who = await who_holds(jobs.stack, key)
     async with jobs.stack.services.ledger.write_sessions() as session:
-        from ledger.models import User
         user = await session.get(User, who.user_id)
         await set_standing(session, user, Standing.suspended)
         await session.commit()

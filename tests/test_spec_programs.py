@@ -107,13 +107,19 @@ def test_every_program_file_is_listed() -> None:
     assert sorted(p.stem for p in PROGRAMS.glob("*.py")) == sorted(SOURCES)
 
 
-def test_the_shim_reads_what_python_3_14_reads() -> None:
-    """One frame that states its size, several frames, and a frame of unknown size."""
+def shim_zstd() -> Any:
+    """The test-only `compression.zstd`, imported as the programs import it."""
     sys.path.insert(0, str(SHIMS))
     try:
         from compression import zstd
     finally:
         sys.path.remove(str(SHIMS))
+    return zstd
+
+
+def test_the_shim_reads_what_python_3_14_reads() -> None:
+    """One frame that states its size, several frames, and a frame of unknown size."""
+    zstd = shim_zstd()
     data = np.arange(1000, dtype=np.float32).tobytes()
     frame = zstd.compress(data)
     assert zstandard.get_frame_parameters(frame).content_size == len(data)
@@ -251,11 +257,6 @@ def zero_steer() -> dict:
 
 def helper_namespace(name: str) -> dict[str, Any]:
     """Run a helper block of the spec (a function, no program around it) with the imports its page uses."""
-    sys.path.insert(0, str(SHIMS))
-    try:
-        from compression import zstd
-    finally:
-        sys.path.remove(str(SHIMS))
-    namespace: dict[str, Any] = {"base64": base64, "np": np, "zstd": zstd}
+    namespace: dict[str, Any] = {"base64": base64, "np": np, "zstd": shim_zstd()}
     exec(compile((PROGRAMS / f"{name}.py").read_text(), name, "exec"), namespace)
     return namespace

@@ -44,6 +44,7 @@ class Outcome:
 
 class WorkHandler(Protocol):
     kind: WorkKind
+    kept_for: timedelta  # how long an ended row's result is kept
 
     async def run(self, work: Work, attach_hold: Callable[[uuid.UUID], Awaitable[None]]) -> Outcome:
         """Run one attempt. Call `attach_hold` with the Hold's id once it is taken."""
@@ -64,18 +65,22 @@ class Runner:
         self.handlers = {handler.kind: handler for handler in handlers}
         self.model_ids = list(services.catalog.models)
         self.lease_s, self.poll_s, self.grace_s = settings.runner_lease_s, settings.runner_poll_s, settings.runner_grace_s
-        self.kept_for = timedelta(seconds=settings.job_result_kept_s)
         self.housekeeping_s = settings.runner_housekeeping_s
         self.attempts: dict[uuid.UUID, asyncio.Task] = {}
-        self._loops: list[asyncio.Task] = []
+        self._claim_loops: list[asyncio.Task] = []
+        self._watch: list[asyncio.Task] = []
         self.stopping = False
 
     # -- start and stop -------------------------------------------------------------------------
 
     def start(self) -> None:
         self.ledger.leases.start()
-        self._loops = [asyncio.create_task(self._claim_loop(handler)) for handler in self.handlers.values()]
-        self._loops.append(asyncio.create_task(self._watch_loop()))
+        self._claim_loops = [asyncio.create_task(self._claim_loop(handler)) for handler in self.handlers.values()]
+        self._watch = [asyncio.create_task(self._watch_loop())]
+
+    @property
+    def _loops(self) -> list[asyncio.Task]:
+        return self._claim_loops + self._watch
 
     def check_alive(self) -> None:
         ended = [task for task in self._loops if task.done()]
@@ -85,12 +90,11 @@ class Runner:
     async def stop(self) -> None:
         """The planned stop: no new claims; after the grace, running work goes back to `queued`."""
         self.stopping = True
-        claim_loops, watch = self._loops[:-1], self._loops[-1:]
-        await _cancel(claim_loops)
+        await _cancel(self._claim_loops)
         if self.attempts:
             await asyncio.wait(list(self.attempts.values()), timeout=self.grace_s)
         await _cancel(list(self.attempts.values()))
-        await _cancel(watch)
+        await _cancel(self._watch)
         await self.ledger.leases.stop()
 
     # -- the loops --------------------------------------------------------------------------------
@@ -153,7 +157,7 @@ class Runner:
                 outcome = Outcome(handler.failed(work), queue.RELEASE)
             async with self.sessions() as session:
                 if not await queue.finish(session, work.id, self.owner, outcome.result, outcome.hold, utcnow(),
-                                          self.kept_for):
+                                          handler.kept_for):
                     log.info("background work %s ended elsewhere; its answer is dropped", work.id)
         finally:
             self.attempts.pop(work.id, None)
@@ -217,7 +221,7 @@ class Runner:
                 unusable = await queue.unusable_queued(session, handler.kind)
             for row in unusable:
                 async with self.sessions() as session:
-                    await queue.fail_queued(session, row.work_id, handler.refused(row), utcnow(), self.kept_for)
+                    await queue.fail_queued(session, row.work_id, handler.refused(row), utcnow(), handler.kept_for)
 
 
 async def _cancel(tasks: list[asyncio.Task]) -> None:

@@ -12,6 +12,7 @@ for each id.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from api.completions.request import CompletionRequest, PlannedRequest
@@ -43,6 +44,18 @@ class ModelInfo(Protocol):
     """
 
     id: str
+    max_model_len: int
+    n_layers: int | None
+    hidden_size: int | None
+    vocab_size: int | None
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """A ModelInfo: the catalog's facts (the API) or the loaded model's (the engine)."""
+
+    id: str
+    served_model_name: str
     max_model_len: int
     n_layers: int | None
     hidden_size: int | None

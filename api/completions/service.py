@@ -14,7 +14,7 @@ from api import errors
 from api.activations.steering import parse_steers
 from api.budget import clamp_value
 from api.completions.assembly import CompletionAssembly
-from api.completions.planning import plan
+from api.completions.planning import ModelFacts, plan
 from api.completions.request import Capture, PlannedRequest
 from api.completions.runner import run_outputs
 from api.completions.settlement import Settlement
@@ -32,18 +32,6 @@ OnHold = Callable[[Any], Awaitable[None]]
 
 OUTPUT_CAP = 32_000
 ROUTE = "POST /v1/completions"
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """What planning reads of a model (api.completions.planning.ModelInfo)."""
-
-    id: str
-    served_model_name: str
-    max_model_len: int
-    n_layers: int | None
-    hidden_size: int | None
-    vocab_size: int | None
 
 
 def model_facts(model: Any, vocab_size: int | None) -> ModelFacts:

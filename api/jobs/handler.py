@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 from typing import Any, Awaitable, Callable
 
 from api import errors
@@ -33,12 +34,18 @@ def _as_json(body: Any) -> str:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
+def _failed(error: errors.ApiError, request_id: str) -> queue.Result:
+    """The error object POST /v1/completions would answer, with the Job's request_id."""
+    return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(request_id)))
+
+
 class JobHandler:
     kind = WorkKind.job
 
     def __init__(self, services: Any) -> None:
         self.completions = CompletionService(services)
         self.timeout_s = services.settings.job_answer_timeout_s
+        self.kept_for = timedelta(seconds=services.settings.job_result_kept_s)
 
     async def run(self, work: Work, attach_hold: Callable[[uuid.UUID], Awaitable[None]]) -> Outcome:
         ends = HoldEndRecorder()
@@ -49,19 +56,17 @@ class JobHandler:
             completion = await self.completions.run_in_background(
                 job_body(json.loads(work.request)), engine_request_id, principal, JOB, attach_hold, ends,
                 self.timeout_s)
-        except errors.ApiError as error:
-            # Refused or failed: the error object of POST /v1/completions, with the Job's request_id.
-            result = queue.Result(WorkStatus.failed, error.status, _as_json(error.body(work.request_id)))
-            return Outcome(result, ends.recorded or queue.RELEASE)
-        return Outcome(queue.Result(WorkStatus.succeeded, 200, _as_json(completion)), ends.recorded or queue.RELEASE)
+            result = queue.Result(WorkStatus.succeeded, 200, _as_json(completion))
+        except errors.ApiError as error:  # refused or failed
+            result = _failed(error, work.request_id)
+        return Outcome(result, ends.recorded or queue.RELEASE)
 
     def failed(self, work: Work) -> queue.Result:
-        error = errors.JobFailed(FAILED)
-        return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(work.request_id)))
+        return _failed(errors.JobFailed(FAILED), work.request_id)
 
     def refused(self, unusable: queue.Unusable) -> queue.Result:
         """A revoked key's Job fails with 401 invalid_api_key; a suspended User's with
         account_suspended. Neither reached Inference or spent anything."""
         error = (errors.InvalidApiKey(KEY_REVOKED) if unusable.revoked
                  else errors.AccountSuspended(ACCOUNT_SUSPENDED))
-        return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(unusable.request_id)))
+        return _failed(error, unusable.request_id)

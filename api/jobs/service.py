@@ -91,6 +91,7 @@ class JobService:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.kept_for = timedelta(seconds=services.settings.job_result_kept_s)
+        self.kept_days = round(self.kept_for.total_seconds() / 86400)
 
     # -- POST /v1/completion-jobs ------------------------------------------------------------------
 
@@ -139,8 +140,7 @@ class JobService:
             queued = await queue.enqueue_within(session, work, lambda counts: full_cap(counts) is None, utcnow())
         if isinstance(queued, queue.Counts):
             name = full_cap(queued)
-            raise errors.JobCapacity(CAP_MESSAGES[name].format(
-                cap=getattr(CAPS, name), days=round(self.kept_for.total_seconds() / 86400)))
+            raise errors.JobCapacity(CAP_MESSAGES[name].format(cap=getattr(CAPS, name), days=self.kept_days))
         return work
 
     # -- GET, result, cancel ------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ class JobService:
         if work.status == WorkStatus.cancelled:
             raise errors.JobCancelled(CANCELLED)
         if result_expired(work, now):
-            raise errors.JobResultExpired(EXPIRED.format(days=round(self.kept_for.total_seconds() / 86400)))
+            raise errors.JobResultExpired(EXPIRED.format(days=self.kept_days))
         if work.result_body is None:
             raise errors.JobFailed(FAILED)
         # The status and the body that POST /v1/completions answered, byte for byte.
