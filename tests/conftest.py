@@ -31,10 +31,11 @@ from ledger.db import make_engine, session_factory  # noqa: E402
 from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
 from ledger.pg_admin import recreate_database, sqlalchemy_url  # noqa: E402
-from tests.ledger_fixtures import PG_ADMIN_DSN  # noqa: E402
+from tests.ledger_fixtures import DB_TAG, PG_ADMIN_DSN  # noqa: E402
 
 async def fresh_postgres(name: str) -> str:
     """A new, migrated PostgreSQL database; returns its SQLAlchemy URL."""
+    name += DB_TAG
     await recreate_database(PG_ADMIN_DSN, name)
     url = sqlalchemy_url(PG_ADMIN_DSN, name)
     await upgrade(url)

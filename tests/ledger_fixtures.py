@@ -26,7 +26,10 @@ from ledger.migrate import upgrade
 from ledger.pg_admin import drop_database, recreate_database, sqlalchemy_url
 
 PG_ADMIN_DSN = os.environ.get("ACS_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-PG_TEST_DATABASE = "acs_test_keys"
+# Test sessions that run side by side (one per worktree or helper) set a tag
+# so that neither drops the other's databases.
+DB_TAG = os.environ.get("ACS_TEST_DB_TAG", "")
+PG_TEST_DATABASE = f"acs_test_keys{DB_TAG}"
 T = TypeVar("T")
 
 
