@@ -2,15 +2,23 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ledger.db import default_database_url
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ACS_", env_nested_delimiter="__", extra="ignore")
 
     profile: str = "embedded"
-    database_url: str | None = None  # None: the embedded SQLite file under var/
+    database_url: str | None = None  # None: the embedded SQLite file under var/ (ledger_url)
+    # The embedded default (`python -m cluster.embedded`): its local Ray's CPUs and its port.
+    num_cpus: int = 2
+    port: int = 8000
+    # The locally built model folders; None: <repo>/models (cluster/build_models.py).
+    models_dir: Path | None = None
     # Streams: a `: keepalive` comment when Inference is silent this long.
     keepalive_s: float = 5.0
     # Without a stream: past this, answer 200 and send spaces until the JSON.
@@ -43,6 +51,10 @@ class Settings(BaseSettings):
     job_answer_timeout_s: float = 45 * 60.0
     # An ended Job's result is kept this long (the spec: 30 days), then 410.
     job_result_kept_s: float = 30 * 24 * 3600.0
+
+    def ledger_url(self) -> str:
+        """The ledger's database: ACS_DATABASE_URL, or the embedded SQLite file."""
+        return (self.database_url or "").strip() or default_database_url()
 
 
 @lru_cache

@@ -14,41 +14,55 @@ import signal
 import threading
 from pathlib import Path
 
+from api.settings import Settings, get_settings
 from deployments.vllm_runtime import REPO_ROOT, prepare_environment
 
-def key_file() -> Path:
-    """Where the local user's key is kept: one file per ledger."""
-    url = os.environ.get("ACS_DATABASE_URL")
-    suffix = "." + hashlib.sha256(url.encode()).hexdigest()[:8] if url else ""
+KEY_FILE_MODE = 0o600  # the key spends the local user's tokens: its owner alone reads it
+
+
+def key_file(database_url: str | None) -> Path:
+    """Where the local user's key is kept: one file per ledger (ACS_DATABASE_URL)."""
+    suffix = "." + hashlib.sha256(database_url.encode()).hexdigest()[:8] if database_url else ""
     return REPO_ROOT / "var" / f"local-api-key{suffix}"
 
 
-async def prepare_ledger() -> str:
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to a file that is 0600 from its creation on, whatever the umask."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, KEY_FILE_MODE)
+    try:
+        os.fchmod(fd, KEY_FILE_MODE)  # a file made earlier keeps its mode through O_CREAT
+        data = text.encode()
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+async def prepare_ledger(settings: Settings, path: Path | None = None) -> str:
     """Apply migrations, make the local user; return its API key."""
     from ledger.admin import ensure_local_user_and_key
-    from ledger.db import database_url_from_env
     from ledger.migrate import upgrade
 
-    url = os.environ.get("ACS_DATABASE_URL") or database_url_from_env()
+    url = settings.ledger_url()
     await upgrade(url)
     key = await ensure_local_user_and_key(url)
-    path = key_file()
+    path = path or key_file(settings.database_url)
     if key is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(key + "\n")
-        path.chmod(0o600)
+        write_private(path, key + "\n")
     if path.exists():
+        path.chmod(KEY_FILE_MODE)  # a key file of an older start may be readable by others
         return path.read_text().strip()
-    return "(the local user exists; make a key: python -m ledger.admin key create --user local --name NAME)"
+    return "(the local user exists; make a key: python -m cluster.admin key create --user local --name NAME)"
 
 
-def serve_profile(profile: str, host: str, port: int) -> None:
+def serve_profile(profile: str, host: str, port: int, num_cpus: int) -> None:
     from ray import serve
 
     from cluster.ray_env import start_local_ray
     from cluster.serve_app import build_application
 
-    start_local_ray(num_cpus=int(os.environ.get("ACS_NUM_CPUS", "2")))
+    start_local_ray(num_cpus=num_cpus)
     serve.start(http_options={"host": host, "port": port})
     serve.run(build_application(profile), name="acs", route_prefix="/", blocking=False)
 
@@ -61,15 +75,16 @@ def wait_for_signal() -> None:
 
 
 def main() -> None:
+    settings = get_settings()
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--profile", default=os.environ.get("ACS_PROFILE", "embedded"))
+    parser.add_argument("--profile", default=settings.profile)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("ACS_PORT", "8000")))
+    parser.add_argument("--port", type=int, default=settings.port)
     args = parser.parse_args()
-    os.environ["ACS_PROFILE"] = args.profile
+    os.environ["ACS_PROFILE"] = args.profile  # for the Serve replicas, which read their own settings
     prepare_environment(cpu=True)
-    key = asyncio.run(prepare_ledger())
-    serve_profile(args.profile, args.host, args.port)
+    key = asyncio.run(prepare_ledger(settings))
+    serve_profile(args.profile, args.host, args.port, settings.num_cpus)
     base = f"http://{args.host}:{args.port}/v1"
     print(f"\nThe platform serves on {base}\n\n  export ACS_API_BASE={base}\n  export ACS_API_KEY={key}\n", flush=True)
     try:

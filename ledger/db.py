@@ -1,12 +1,13 @@
 """Async engines and sessions for the ledger: SQLite (embedded) or PostgreSQL.
 
-    engine = make_engine(database_url_from_env())
+    engine = make_engine(get_settings().ledger_url())   # api.settings, above the ledger
     sessions = session_factory(engine)
     async with sessions() as session: ...
 """
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +17,26 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ENV_VAR = "ACS_DATABASE_URL"
 # How long a SQLite connection waits for another writer before "database is locked".
 SQLITE_BUSY_TIMEOUT_MS = 5000
 SQLITE_BEGIN_MODES = ("DEFERRED", "IMMEDIATE", "EXCLUSIVE")
 
 
+def default_database_url() -> str:
+    """The embedded default: a SQLite file under var/ (make_engine makes the folder).
+
+    The ledger reads no settings: `api.settings.Settings.ledger_url()` picks
+    ACS_DATABASE_URL or this.
+    """
+    return f"sqlite+aiosqlite:///{REPO_ROOT / 'var' / 'acs.db'}"
+
+
 def database_url_from_env() -> str:
-    """ACS_DATABASE_URL, or the embedded default: a SQLite file under var/."""
-    url = os.environ.get(ENV_VAR, "").strip()
-    if url:
-        return url
-    folder = REPO_ROOT / "var"
-    folder.mkdir(exist_ok=True)
-    return f"sqlite+aiosqlite:///{folder / 'acs.db'}"
+    """Deprecated: use `Settings.ledger_url()`. Kept only for ledger/migrate.py's
+    `main` and the Alembic CLI's env.py, until they take their URL from above."""
+    warnings.warn("database_url_from_env is deprecated; use api.settings.get_settings().ledger_url()",
+                  DeprecationWarning, stacklevel=2)
+    return os.environ.get("ACS_DATABASE_URL", "").strip() or default_database_url()
 
 
 def is_sqlite(url: str) -> bool:

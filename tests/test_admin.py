@@ -1,10 +1,13 @@
-"""The admin command line (`python -m ledger.admin`), on SQLite and PostgreSQL.
+"""The admin command line (`python -m cluster.admin`), on SQLite and PostgreSQL.
 
 Each test drives `admin.main` as an operator would and reads what it prints;
 Holds for the usage views are taken and ended with the ledger's own calls.
+The commands run on a fixed clock (NOW), so the tests mean the same on any day.
 """
 from __future__ import annotations
 
+import ast
+import json
 import re
 import uuid
 from collections.abc import Callable
@@ -15,29 +18,32 @@ import pytest
 import pytest_asyncio
 from sqlmodel import select
 
+from api.settings import Settings, get_settings
+from cluster import admin as admin_entry
 from ledger import admin, keys
-from ledger.coltypes import utcnow
-from ledger.db import make_engine, session_factory
+from ledger.db import REPO_ROOT, default_database_url, make_engine, session_factory
 from ledger.grants import standing
-from ledger.models import Counting, Grant, UsageStatus
+from ledger.models import ApiKey, Counting, Grant, UsageStatus
 from ledger.spend import spend_stop
 from ledger.tokens import HoldAsk, Held, end_hold, take_hold
 from tests.ledger_fixtures import db_url, pg_url, run_in_thread  # noqa: F401
 
 TOO_MANY_KEYS = "You have 10 API keys, the most that a User may have. Delete one to make another."
 JAN_5 = datetime(2026, 1, 5, 9, tzinfo=timezone.utc)
+# The commands' clock: "this month" is March 2026 whatever day the tests run.
+NOW = datetime(2026, 3, 14, 12, tzinfo=timezone.utc)
 
 Cli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def cli(db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:  # noqa: F811
-    """Run `python -m ledger.admin ARGS` in process: (exit code, stdout, stderr)."""
-    monkeypatch.setenv("ACS_DATABASE_URL", db_url)
+def cli(db_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:  # noqa: F811
+    """Run `python -m cluster.admin ARGS` in process, on NOW: (exit code, stdout, stderr)."""
+    config = admin.AdminConfig(database_url=db_url, clock=lambda: NOW)
 
     def run(*argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
-        code = run_in_thread(admin.main, list(argv))  # main calls asyncio.run
+        code = run_in_thread(admin.main, list(argv), config)  # main calls asyncio.run
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -141,7 +147,7 @@ async def test_user_show_counts_running_holds_and_lists_key_budgets(cli, money):
     laptop, ci = make_user(cli, "alice", "laptop", "ci")
     ok(cli, "grant", "alice", "1000")
     ok(cli, "grant", "alice", "300", "--key", ci)
-    alice, now = await user_id(money, "alice"), utcnow()
+    alice, now = await user_id(money, "alice"), NOW
     await spent(money, alice, laptop, 50, 20, at=now)
     await hold(money, alice, ci, 30, now)  # still running: it counts as spent
     out = ok(cli, "user", "show", alice.hex)  # an id works as well as a name
@@ -264,7 +270,7 @@ async def test_the_eleventh_key_is_refused(cli):
 async def test_key_list_shows_tokens_this_month_budget_and_last_use(cli, money):
     laptop, ci = make_user(cli, "alice", "laptop", "ci")
     ok(cli, "grant", "alice", "40", "--key", ci)
-    alice, now = await user_id(money, "alice"), utcnow()
+    alice, now = await user_id(money, "alice"), NOW
     await spent(money, alice, laptop, 10, 7, at=now)                           # settled: its 7 used
     await spent(money, alice, laptop, 30, None, at=now)                        # released: nothing
     await spent(money, alice, laptop, 9, 9, at=now - timedelta(days=40))      # another month
@@ -334,7 +340,7 @@ async def test_usage_counts_settled_tokens_per_utc_day(cli, money):
 
 async def test_usage_lists_running_holds(cli, money):
     laptop, ci = make_user(cli, "alice", "laptop", "ci")
-    alice, now = await user_id(money, "alice"), utcnow()
+    alice, now = await user_id(money, "alice"), NOW
     running = await hold(money, alice, ci, 25, now)
     await hold(money, alice, laptop, 5, now + timedelta(seconds=1))
     await spent(money, alice, laptop, 10, 10, at=now)
@@ -386,3 +392,184 @@ async def test_work_list_cancel_and_capacity(cli, money):
         assert (await session.get(Work, uuid.UUID(row["ID"]))).status == WorkStatus.cancelled
     assert refused(cli, "work", "cancel", "nope") == "'nope' is not an id of background work (a UUID)."
     assert refused(cli, "work", "cancel", str(uuid.uuid4())).startswith("No background work has the id")
+
+
+# For scripts: --json ------------------------------------------------------------------
+def as_json(cli: Cli, *argv: str) -> Any:
+    """A read command's --json output: exactly one JSON document."""
+    return json.loads(ok(cli, *argv, "--json"))
+
+
+def is_utc_time(text: str) -> bool:
+    moment = datetime.fromisoformat(text)
+    return moment.utcoffset() == timedelta(0)
+
+
+async def test_user_list_and_show_json(cli, money):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    ok(cli, "user", "create", "bob")
+    ok(cli, "user", "allowance", "bob", "70K")
+    ok(cli, "grant", "alice", "1000")
+    ok(cli, "grant", "alice", "300", "--key", ci)
+    alice = await user_id(money, "alice")
+    await spent(money, alice, laptop, 50, 20, at=NOW)
+    await hold(money, alice, ci, 30, NOW)
+    users = {user["name"]: user for user in as_json(cli, "user", "list")["users"]}
+    assert users["alice"]["id"] == str(alice) and is_utc_time(users["alice"]["created_at"])
+    assert {k: users["bob"][k] for k in ("standing", "monthly_allowance", "allowance_is_default")} == {
+        "standing": "active", "monthly_allowance": 70_000, "allowance_is_default": False}
+    assert (users["alice"]["monthly_allowance"], users["alice"]["allowance_is_default"]) == (5_000_000, True)
+    shown = as_json(cli, "user", "show", "alice")
+    listed = {key.pop("name"): key for key in shown.pop("keys")}
+    assert shown == {
+        "id": str(alice), "name": "alice", "standing": "active", "monthly_allowance": 5_000_000,
+        "allowance_is_default": True, "allowance_used": 50, "allowance_left": 5_000_000 - 50,
+        "budget_left": 1000, "tokens_this_month": 50, "running_holds": 1,
+    }
+    assert listed["laptop"]["id"] == laptop and listed["laptop"]["user_id"] == str(alice)
+    assert (listed["laptop"]["tokens_this_month"], listed["laptop"]["budget_left"]) == (20, None)
+    assert (listed["ci"]["tokens_this_month"], listed["ci"]["budget_left"]) == (30, 270)
+    assert listed["ci"]["prefix"].startswith("sk-acs-") and listed["ci"]["last_used_at"] is None
+    assert is_utc_time(listed["ci"]["created_at"])
+
+
+async def test_key_list_json(cli, money):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    ok(cli, "key", "revoke", ci)
+    alice = await user_id(money, "alice")
+    listing = as_json(cli, "key", "list", "--user", "alice")
+    assert listing["user"] == {"id": str(alice), "name": "alice"}
+    assert [(key["id"], key["name"], key["status"]) for key in listing["keys"]] == [(laptop, "laptop", "active")]
+    everything = as_json(cli, "key", "list", "--user", "alice", "--all")["keys"]
+    assert [(key["id"], key["status"]) for key in everything] == [(laptop, "active"), (ci, "revoked")]
+
+
+async def test_key_show_by_id_and_by_the_whole_key(cli, money):
+    (laptop,) = make_user(cli, "alice", "laptop")
+    raw = await raw_key_for(cli, "alice", "ci")
+    ci = keys_by_name(cli, "alice")["ci"]["ID"]
+    alice = await user_id(money, "alice")
+    await spent(money, alice, ci, 10, 7, at=NOW)
+    by_raw = ok(cli, "key", "show", raw)
+    assert raw not in by_raw
+    shown = fields(by_raw)
+    assert (shown["Key"], shown["Id"], shown["User"], shown["User id"]) == ("ci", ci, "alice", str(alice))
+    assert (shown["Status"], shown["User standing"], shown["Tokens this month"]) == ("active", "active", "7")
+    assert shown["Prefix"] == raw[:11] + "..." and shown["Budget left"] == "-" and shown["Last used"] == "-"
+    assert fields(ok(cli, "key", "show", f"  {raw}\n")) == shown  # as a script may pass it
+    assert fields(ok(cli, "key", "show", ci)) == shown
+    document = json.loads(ok(cli, "key", "show", raw, "--json"))
+    assert raw not in json.dumps(document)
+    assert document["user"] == {"id": str(alice), "name": "alice", "standing": "active"}
+    assert (document["key"]["id"], document["key"]["name"], document["key"]["tokens_this_month"]) == (ci, "ci", 7)
+    assert as_json(cli, "key", "show", ci) == document
+    ok(cli, "key", "revoke", laptop)  # a revoked key is still found: whose was it?
+    assert as_json(cli, "key", "show", laptop)["key"]["status"] == "revoked"
+
+
+async def test_key_show_finds_a_legacy_key_by_its_hash(cli, money):
+    make_user(cli, "alice")
+    legacy = "acs-bm-" + "x" * 40
+    alice = await user_id(money, "alice")
+    async with money() as session:
+        session.add(ApiKey(user_id=alice, name="old", key_hash=keys.hash_key(legacy), prefix=legacy[:11]))
+        await session.commit()
+    document = as_json(cli, "key", "show", legacy)
+    assert (document["key"]["name"], document["user"]["name"]) == ("old", "alice")
+
+
+async def test_key_show_of_an_unknown_key(cli):
+    make_user(cli, "alice", "laptop")
+    secret = "sk-acs-" + "y" * 48
+    message = refused(cli, "key", "show", secret)
+    assert message == "No API key matches the key given." and secret not in message
+    assert refused(cli, "key", "show", "acs-bm-nothing", "--json") == "No API key matches the key given."
+    missing = str(uuid.uuid4())
+    assert refused(cli, "key", "show", missing) == f"No API key has the id {missing}."
+    cut_short = "y" * 48  # a key without its prefix: neither an id nor a key, and not repeated
+    assert cut_short not in refused(cli, "key", "show", cut_short)
+    assert "Give a key id" in refused(cli, "key", "show", cut_short)
+
+
+async def test_usage_json(cli, money):
+    laptop, ci = make_user(cli, "alice", "laptop", "ci")
+    alice = await user_id(money, "alice")
+    await spent(money, alice, laptop, 10, 10)
+    await spent(money, alice, laptop, 10, 4, UsageStatus.stopped)
+    await spent(money, alice, ci, 8, 6, UsageStatus.failed, at=datetime(2026, 1, 7, 0, 5, tzinfo=timezone.utc))
+    running = await hold(money, alice, ci, 25, NOW)
+    report = as_json(cli, "usage", "alice", "--from", "2026-01-01", "--to", "2026-01-31")
+    assert report["user"] == {"id": str(alice), "name": "alice"} and report["key"] is None
+    assert (report["from"], report["to"]) == ("2026-01-01", "2026-01-31")
+    assert report["days"] == [
+        {"day": "2026-01-05", "completions": 2, "tokens": 14, "completed": 1, "failed": 0, "stopped": 1},
+        {"day": "2026-01-07", "completions": 1, "tokens": 6, "completed": 0, "failed": 1, "stopped": 0},
+    ]
+    assert report["total"] == {"completions": 3, "tokens": 20, "completed": 1, "failed": 1, "stopped": 1}
+    (held,) = report["running_holds"]
+    assert held == {"id": str(running), "started_at": NOW.isoformat(), "key_name": "ci", "model": "tiny-llama",
+                    "source": "api", "tokens": 25}
+    this_month = as_json(cli, "usage", "alice", "--key", ci)  # the clock's month up to its day
+    assert (this_month["from"], this_month["to"], this_month["days"]) == ("2026-03-01", "2026-03-14", [])
+    assert this_month["key"] == {"id": ci, "name": "ci"}
+
+
+async def test_work_list_and_spend_show_json(cli, money):
+    from ledger.models import Work
+
+    (key_id,) = make_user(cli, "alice", "laptop")
+    alice = await user_id(money, "alice")
+    async with money() as session:
+        session.add(Work(kind="job", user_id=alice, key_id=uuid.UUID(key_id), model="llama-8b",
+                         model_id="tiny-llama", request="{}", request_id="req_job_1"))
+        await session.commit()
+    (row,) = as_json(cli, "work", "list", "--user", "alice")["work"]
+    assert {k: row[k] for k in ("kind", "user_id", "key_id", "model", "status", "attempts", "started_at",
+                                "finished_at", "result_status")} == {
+        "kind": "job", "user_id": str(alice), "key_id": key_id, "model": "llama-8b", "status": "queued",
+        "attempts": 0, "started_at": None, "finished_at": None, "result_status": None}
+    ok(cli, "work", "cancel", row["id"])
+    (cancelled,) = as_json(cli, "work", "list", "--status", "cancelled")["work"]
+    assert cancelled["id"] == row["id"] and cancelled["finished_at"] == NOW.isoformat()  # the commands' clock
+    ok(cli, "spend", "clear")
+    try:
+        locked = as_json(cli, "spend", "lock", "--reason", "over plan")
+        assert (locked["locked"], locked["reason"]) == (True, "over plan") and is_utc_time(locked["changed_at"])
+        assert as_json(cli, "spend", "show") == locked
+    finally:
+        cleared = as_json(cli, "spend", "clear")
+    assert (cleared["locked"], cleared["reason"]) == (False, None)
+
+
+# The entry: cluster/admin.py reads the settings --------------------------------------------
+async def test_the_entry_hands_the_settings_to_the_commands(db_url, monkeypatch, capsys):  # noqa: F811
+    monkeypatch.setenv("ACS_DATABASE_URL", db_url)
+    monkeypatch.setenv("ACS_MONTHLY_ALLOWANCE", "123000")
+    get_settings.cache_clear()
+    try:
+        assert run_in_thread(admin_entry.main, ["user", "create", "carol"]) == 0
+        assert run_in_thread(admin_entry.main, ["user", "allowance", "carol", "default"]) == 0
+        assert run_in_thread(admin_entry.main, ["user", "show", "carol", "--json"]) == 0
+    finally:
+        get_settings.cache_clear()
+    out = capsys.readouterr().out
+    assert "The monthly allowance of 'carol' is the default, 123000 tokens." in out
+    shown = json.loads(out[out.index("{"):])
+    assert (shown["name"], shown["monthly_allowance"], shown["allowance_left"]) == ("carol", 123_000, 123_000)
+
+
+def test_admin_config_from_settings():
+    config = admin_entry.admin_config(Settings(database_url=None, job_result_kept_s=60))
+    assert config.database_url == default_database_url()
+    assert config.job_result_kept == timedelta(minutes=1) and config.monthly_allowance == 5_000_000
+    assert admin_entry.admin_config(Settings(database_url=" sqlite+aiosqlite:///x.db ")).database_url == (
+        "sqlite+aiosqlite:///x.db")
+
+
+@pytest.mark.parametrize("module", ["ledger/admin.py", "ledger/db.py"])
+def test_the_ledgers_admin_reads_no_settings(module):
+    """Layers point down: the ledger imports nothing of `api` (DESIGN.md, "Layers")."""
+    tree = ast.parse((REPO_ROOT / module).read_text())
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert not [name for name in imported if name == "api" or name.startswith("api.")]
