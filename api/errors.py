@@ -141,6 +141,15 @@ class CircuitOpen(ApiError):
     retryable = True
 
 
+class DbPoolExhausted(ApiError):
+    """Every connection of the API's database pool was busy: nothing ran, nothing held."""
+
+    status, type, code, retry_after = 503, "service_unavailable", "db_pool_exhausted", 1
+
+
+DB_POOL_EXHAUSTED_MESSAGE = "The API's database was busy. Nothing ran and the API held no tokens."
+
+
 # Inference ----------------------------------------------------------------
 class UpstreamError(ApiError):
     """A failure of Inference: type upstream_error, with `retryable`."""

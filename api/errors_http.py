@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors
@@ -18,6 +19,25 @@ INTERNAL = "The API failed while it handled the request."
 
 def request_id_of(request: Request) -> str | None:
     return request.scope.get("state", {}).get("request_id")
+
+
+def as_api_error(error: BaseException) -> errors.ApiError | None:
+    """The spec's error for a foreign exception that has one; None: it is unexpected (500)."""
+    if isinstance(error, PoolTimeout):
+        # SQLAlchemy's "QueuePool limit ... reached": no connection, so nothing ran.
+        return errors.DbPoolExhausted(errors.DB_POOL_EXHAUSTED_MESSAGE)
+    return None
+
+
+def unexpected_response(request: Request, error: BaseException) -> JSONResponse:
+    """The answer to an exception that is not an ApiError: its mapping, or the 500."""
+    mapped = as_api_error(error)
+    if mapped is None:
+        log.exception("request %s failed", request_id_of(request), exc_info=error)
+        mapped = errors.InternalError(INTERNAL)
+    else:
+        log.warning("request %s: %s: %s", request_id_of(request), mapped.code, error)
+    return error_response(request, mapped)
 
 
 def error_response(request: Request, error: errors.ApiError) -> JSONResponse:
@@ -50,12 +70,10 @@ class UnexpectedErrorMiddleware:
 
         try:
             await self.app(scope, receive, tracking_send)
-        except Exception:
+        except Exception as error:
             if started:
                 raise
-            request = Request(scope)
-            log.exception("request %s failed", request_id_of(request))
-            await error_response(request, errors.InternalError(INTERNAL))(scope, receive, send)
+            await unexpected_response(Request(scope), error)(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -78,5 +96,4 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, error: Exception) -> JSONResponse:
-        log.exception("request %s failed", request_id_of(request))
-        return error_response(request, errors.InternalError(INTERNAL))
+        return unexpected_response(request, error)

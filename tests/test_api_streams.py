@@ -121,7 +121,8 @@ async def test_stream_ends_with_the_usage_chunk(fake_stack):
 
 async def test_stream_without_include_usage_has_no_usage_chunk(fake_stack):
     chunks, _ = await stream(fake_stack, stream_options={"include_usage": False})
-    assert all(c["choices"] for c in chunks)
+    assert [c["choices"][0]["text"] for c in chunks] == [" t1000", " t1001"]
+    assert all("usage" not in c for c in chunks)
 
 
 async def test_continuous_usage_on_each_chunk(fake_stack):
@@ -300,6 +301,35 @@ async def test_keepalives_while_inference_is_silent(fake_stack):
     data = sse_data(response)
     assert data[-1] == DONE
     assert "".join(json.loads(d)["choices"][0]["text"] for d in data[:-1]) == generated(0, 2)
+
+
+KEEPALIVE_S = 0.2  # TEST_SETTINGS' keepalive_s
+
+
+@pytest.mark.fake(delay_s=0.04)
+async def test_keepalives_keep_their_cadence_while_chunks_flow(fake_stack):
+    # A chunk every 0.04 s: Inference is never silent for a keepalive period.
+    assert (await post(fake_stack)).status_code == 200  # loads the tokenizer: `elapsed` is the stream's
+    started = asyncio.get_running_loop().time()
+    response = await post(fake_stack, stream=True, max_tokens=30)
+    elapsed = asyncio.get_running_loop().time() - started
+    assert response.status_code == 200
+    blocks = response.text.split("\n\n")
+    assert blocks[-1] == "" and blocks[-2] == f"data: {DONE}"
+    kinds = []
+    for block in blocks[:-2]:  # each block is a whole event: a keepalive, or one chunk's JSON
+        if block == ": keepalive":
+            kinds.append("k")
+        else:
+            assert block.startswith("data: ") and "\n" not in block, block
+            assert json.loads(block[len("data: "):])["choices"][0]["text"]
+            kinds.append("d")
+    assert kinds.count("d") == 30
+    # The stream lasts at least 30 * 0.04 = 1.2 s: about one keepalive each 0.2 s.
+    assert 4 <= kinds.count("k") <= elapsed / KEEPALIVE_S + 1, (kinds.count("k"), elapsed)
+    # Among the chunks, not bunched after them (settling the Hold before [DONE] may have one).
+    among = [i for i, kind in enumerate(kinds) if kind == "k" and "d" in kinds[:i] and "d" in kinds[i:]]
+    assert len(among) >= 3, "".join(kinds)
 
 
 @pytest.mark.fake(delay_s=0.5)

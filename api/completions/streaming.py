@@ -18,7 +18,12 @@ def sse(payload: dict[str, Any]) -> bytes:
 
 async def with_keepalives(source: AsyncIterator[bytes], interval_s: float,
                           beat: bytes = KEEPALIVE) -> AsyncIterator[bytes]:
-    """Pass `source` through, adding `beat` whenever it is silent `interval_s`."""
+    """Pass `source` through, adding `beat` every `interval_s` from the start.
+
+    The cadence holds while items flow too (the spec: a keepalive every 5 s
+    for the whole stream), and a beat goes only between two items, so it
+    never splits an SSE event.
+    """
     queue: asyncio.Queue = asyncio.Queue(maxsize=1)
     end = object()
 
@@ -31,12 +36,19 @@ async def with_keepalives(source: AsyncIterator[bytes], interval_s: float,
             await queue.put(error)
 
     task = asyncio.create_task(pump())
+    clock = asyncio.get_running_loop().time
+    next_beat = clock() + interval_s
     try:
         while True:
-            try:
-                item = await asyncio.wait_for(queue.get(), interval_s)
-            except asyncio.TimeoutError:
+            if clock() >= next_beat:
                 yield beat
+                next_beat += interval_s
+                if next_beat <= clock():  # a slow reader held us up: no burst of beats
+                    next_beat = clock() + interval_s
+                continue
+            try:
+                item = await asyncio.wait_for(queue.get(), next_beat - clock())
+            except asyncio.TimeoutError:
                 continue
             if item is end:
                 return
