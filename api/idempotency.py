@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
 from fastapi import Request, Response
@@ -18,6 +19,7 @@ from fastapi import Request, Response
 from api import errors
 from api.survive import survive
 from ledger import idempotency as records
+from ledger.coltypes import utcnow
 from ledger.idempotency import KEY_MAX, Conflict, InProgress, NoAnswer, Replay, Started, request_hash
 
 HEADER = "Idempotency-Key"
@@ -58,13 +60,15 @@ def replay_response(replay: Replay) -> Response:
 class Idempotency:
     """What a route calls around its work; each call is one short ledger transaction."""
 
-    def __init__(self, sessions: Any) -> None:
+    def __init__(self, sessions: Any, clock: Callable[[], datetime] = utcnow) -> None:
         self.sessions = sessions  # async_sessionmaker of the ledger
+        # The time a record starts, expires and counts as abandoned at; a test sets its own.
+        self.clock = clock
 
     async def start(self, user_id: uuid.UUID, key: str, route: str, body: Any) -> Started | Replay:
         """Own the key (Started), or get the first answer (Replay); else raise the 409."""
         async with self.sessions() as session:
-            outcome = await records.begin(session, user_id, key, route, request_hash(body))
+            outcome = await records.begin(session, user_id, key, route, request_hash(body), now=self.clock())
         if isinstance(outcome, (Started, Replay)):
             return outcome
         raise _refusal(outcome)

@@ -1,15 +1,40 @@
-"""Checks against the spec itself: schemas of openapi.json, the error object."""
+"""Checks against the spec itself: schemas of openapi.json, the error object,
+and the project's shared spec beside the checkout (`shared_spec`)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 
 SPEC = Path(__file__).resolve().parent.parent / "api" / "openapi.json"
+# The project's spec, `../shared/spec` beside the checkout; api/openapi.json
+# and tests/spec_docs/docs.md are the copies a bare clone has.
+SHARED_SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def shared_spec(name: str) -> Path:
+    """The shared spec's file `name`; a test without it skips, saying why, or fails in CI.
+
+    CI's clean clone has ../shared beside it: there a missing spec is a broken
+    checkout, and a skip would hide that the copies went unchecked.
+    """
+    path = SHARED_SPEC / name
+    if path.is_file():
+        return path
+    reason = f"no shared spec beside this checkout: {path} is missing"
+    if in_ci():
+        pytest.fail(f"{reason}, and CI={os.environ['CI']!r} says this is CI's clone, which has it")
+    pytest.skip(reason)
 
 
 @lru_cache

@@ -7,12 +7,13 @@ All over the fake engine (tests/fakes.py), in process.
 from __future__ import annotations
 
 import gzip
+import json
 import re
 
 import httpx
 import pytest
 
-from tests.spec import assert_error, openapi, validate
+from tests.spec import assert_error, shared_spec, validate
 
 SKY = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2}
 GENERATED_ID = re.compile(r"^req_[0-9a-f]{32}$")
@@ -223,7 +224,14 @@ async def test_openapi_json_without_a_key(fake_stack):
     spec = response.json()
     assert spec["openapi"] == "3.1.0"
     assert len(spec["paths"]) == 23
-    assert spec == openapi()
+
+
+async def test_the_served_spec_is_the_shared_specs(fake_stack):
+    """The route serves the copy in api/, which the schema checks read too: it must be the project's spec."""
+    shared = shared_spec("openapi.json")
+    response = await fake_stack.http.get("/openapi.json")
+    assert response.status_code == 200
+    assert response.json() == json.loads(shared.read_text()), "copy ../shared/spec/openapi.json to api/"
 
 
 async def test_health_without_a_key(fake_stack):

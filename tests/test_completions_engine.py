@@ -68,7 +68,7 @@ async def test_stop_text_ends_the_choice(real_stack: Any) -> None:
 async def test_logprobs_have_k_or_k_plus_one_top_entries(real_stack: Any) -> None:
     body = await complete(real_stack, prompt=SKY, max_tokens=4, logprobs=3)
     logprobs = body["choices"][0]["logprobs"]
-    assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == 4
+    assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == len(logprobs["top_logprobs"]) == 4
     for token, logprob, top in zip(logprobs["tokens"], logprobs["token_logprobs"], logprobs["top_logprobs"]):
         assert len(top) in (3, 4) and top[token] == logprob
     offsets = logprobs["text_offset"]
@@ -78,6 +78,7 @@ async def test_logprobs_have_k_or_k_plus_one_top_entries(real_stack: Any) -> Non
 async def test_greedy_tokens_are_the_likeliest(real_stack: Any) -> None:
     body = await complete(real_stack, prompt=SKY, max_tokens=3, temperature=0, logprobs=5)
     logprobs = body["choices"][0]["logprobs"]
+    assert len(logprobs["token_logprobs"]) == len(logprobs["top_logprobs"]) == 3
     for logprob, top in zip(logprobs["token_logprobs"], logprobs["top_logprobs"]):
         assert logprob == pytest.approx(max(top.values()), abs=1e-5)
 
@@ -96,8 +97,9 @@ async def test_prompt_logprobs_rank_and_decoded_token(real_stack: Any) -> None:
 async def test_prompt_logprobs_minus_one_is_the_whole_vocabulary(real_stack: Any) -> None:
     body = await complete(real_stack, prompt="Hi", max_tokens=1, prompt_logprobs=-1)
     positions = body["choices"][0]["prompt_logprobs"]
+    assert len(positions) == 2  # <|begin_of_text|> and "Hi" (13347)
     assert positions[0] is None
-    assert all(len(p) == 128256 for p in positions[1:])
+    assert len(positions[1]) == 128256 and "13347" in positions[1]
 
 
 async def test_echo_puts_the_prompt_first(real_stack: Any) -> None:

@@ -20,12 +20,18 @@ from api.idempotency import (
     CONFLICT, CONFLICT_ROUTE, NO_ANSWER, RUNNING, Idempotency, idempotency_key, replay_response,
 )
 from ledger import idempotency as records
-from ledger.idempotency import Conflict, InProgress, NoAnswer, Replay, Started, request_hash
+from ledger.coltypes import utcnow
+from ledger.idempotency import (
+    RUNNING_ABANDONED_AFTER, Conflict, InProgress, NoAnswer, Replay, Started, request_hash,
+)
 from ledger.keys import create_api_key, create_user
 from tests.ledger_fixtures import db_url, pg_url, sessions  # noqa: F401
 
 COMPLETIONS = "POST /v1/completions"
 SKY = {"model": "tiny-llama", "prompt": "The sky is", "max_tokens": 2}
+# Records start at T0 or a time counted from it, the routes' too (their clock);
+# the one test of the real clock reads nothing else. No test mixes the two, so
+# each passes on any date.
 T0 = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 CLAMPED = {"X-Acs-Max-Tokens-Clamped": "16 -> 9; budget"}
 
@@ -178,11 +184,16 @@ def test_no_header_means_no_key() -> None:
 
 
 # The HTTP side --------------------------------------------------------------------
-def app_over(sessions: Any) -> FastAPI:
+def at(moment: datetime) -> Any:
+    """A clock for Idempotency that always reads `moment`."""
+    return lambda: moment
+
+
+def app_over(sessions: Any, clock: Any = at(T0)) -> FastAPI:
     """A route that uses Idempotency as the writing routes do: answer, stream, or fail."""
     app = FastAPI()
     install_error_handlers(app)
-    idempotency = Idempotency(sessions)
+    idempotency = Idempotency(sessions, clock=clock)
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Any:
@@ -246,9 +257,37 @@ async def test_the_route_conflict_names_the_route(sessions: Any) -> None:
     user = await new_user(sessions)
     await begin(sessions, user, key="j", route="POST /v1/completion-jobs")
     with pytest.raises(errors.IdempotencyConflict) as refused:
-        await Idempotency(sessions).start(user, "j", COMPLETIONS, SKY)
+        await Idempotency(sessions, clock=at(T0)).start(user, "j", COMPLETIONS, SKY)
     assert refused.value.message == CONFLICT_ROUTE
     assert refused.value.headers() == {"x-should-retry": "false"}
+
+
+async def test_the_clock_of_idempotency_dates_its_records(sessions: Any) -> None:
+    """Running, abandoned and expired are read at the clock's time, not the real one."""
+    user = await new_user(sessions)
+    await begin(sessions, user, key="r")
+    with pytest.raises(errors.IdempotencyRunning):
+        await Idempotency(sessions, clock=at(T0 + RUNNING_ABANDONED_AFTER - timedelta(seconds=1))).start(
+            user, "r", COMPLETIONS, SKY)
+    late = Idempotency(sessions, clock=at(T0 + RUNNING_ABANDONED_AFTER))
+    claim = await late.start(user, "r", COMPLETIONS, SKY)
+    assert isinstance(claim, Started)
+    await late.answered(claim.record_id, 200, {"id": "cmpl-1"})
+    # The record the route made starts at its clock's time: kept 24 hours from then.
+    kept = T0 + RUNNING_ABANDONED_AFTER + records.KEPT_FOR
+    assert await Idempotency(sessions, clock=at(kept - timedelta(seconds=1))).start(
+        user, "r", COMPLETIONS, SKY) == Replay(200, '{"id":"cmpl-1"}', {})
+    assert isinstance(await Idempotency(sessions, clock=at(kept)).start(user, "r", COMPLETIONS, SKY), Started)
+
+
+async def test_idempotency_reads_the_real_clock_by_default(sessions: Any) -> None:
+    user = await new_user(sessions)
+    now = utcnow()
+    await begin(sessions, user, key="fresh", now=now)
+    await begin(sessions, user, key="stale", now=now - RUNNING_ABANDONED_AFTER - timedelta(minutes=1))
+    with pytest.raises(errors.IdempotencyRunning):
+        await Idempotency(sessions).start(user, "fresh", COMPLETIONS, SKY)
+    assert isinstance(await Idempotency(sessions).start(user, "stale", COMPLETIONS, SKY), Started)
 
 
 async def test_a_record_running_past_any_request_counts_as_abandoned(sessions) -> None:

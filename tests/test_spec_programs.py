@@ -31,11 +31,12 @@ import zstandard
 
 from api.activations.tensor import decode, encode, encode_torch
 from tests.serve_fixtures import ServeInstance
+from tests.spec import SHARED_SPEC, shared_spec
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "spec_programs"
 SHIMS = HERE / "shims"
-SHARED_DOCS = HERE.parents[1] / "shared" / "spec" / "docs.md"
+SHARED_DOCS = SHARED_SPEC / "docs.md"
 # The spec's docs.md: ACS_SPEC_DOCS, the project's shared spec beside the
 # checkout, or the copy kept here (as api/openapi.json is) for a bare clone.
 VENDORED_DOCS = HERE / "spec_docs" / "docs.md"
@@ -98,9 +99,27 @@ def test_the_job_script_is_the_cookbooks_own() -> None:
     assert stripped((PROGRAMS / "job.sh").read_text().splitlines()) == stripped(expected)
 
 
-@pytest.mark.skipif(not SHARED_DOCS.exists(), reason="no shared spec beside this checkout to compare with")
 def test_the_kept_copy_of_docs_md_is_the_shared_specs() -> None:
-    assert VENDORED_DOCS.read_bytes() == SHARED_DOCS.read_bytes(), "copy ../shared/spec/docs.md to tests/spec_docs/"
+    """Skips in a bare clone without ../shared; fails in CI, whose clone has it."""
+    shared = shared_spec("docs.md")
+    assert VENDORED_DOCS.read_bytes() == shared.read_bytes(), "copy ../shared/spec/docs.md to tests/spec_docs/"
+
+
+def test_a_missing_shared_spec_skips_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr("tests.spec.SHARED_SPEC", tmp_path)
+    (tmp_path / "docs.md").write_text("# Docs")
+    assert shared_spec("docs.md") == tmp_path / "docs.md"
+    for ci in (None, "", "false", "0"):
+        if ci is None:
+            monkeypatch.delenv("CI", raising=False)
+        else:
+            monkeypatch.setenv("CI", ci)
+        with pytest.raises(pytest.skip.Exception, match="no shared spec beside this checkout"):
+            shared_spec("openapi.json")
+    for ci in ("true", "1", "yes"):
+        monkeypatch.setenv("CI", ci)
+        with pytest.raises(pytest.fail.Exception, match="openapi.json is missing"):
+            shared_spec("openapi.json")
 
 
 def test_every_program_file_is_listed() -> None:

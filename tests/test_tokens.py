@@ -16,6 +16,8 @@ from ledger.models import Counting, PaysFrom, UsageStatus
 from ledger.tokens import HoldAsk, Held, Shortfall, end_hold, take_hold
 from tests.ledger_fixtures import db_url, pg_url  # noqa: F401
 
+# Every Hold of these tests starts, ends and is read at NOV or a time given beside
+# it, never at the real clock: the tests pass on any date.
 NOV = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 
 
@@ -101,7 +103,7 @@ async def test_settling_gives_back_what_was_not_used(money: Any) -> None:
     held = await hold(money, sky(user, key, 50))
     async with money() as session:
         assert await end_hold(session, held.hold_id, used=10, counting=Counting.reported,
-                              status=UsageStatus.completed)
+                              status=UsageStatus.completed, now=NOV)
     async with money() as session:
         assert (await standing(session, user, now=NOV)).allowance_used == 10
 
@@ -110,10 +112,11 @@ async def test_a_hold_ends_once(money: Any) -> None:
     user, key = await new_user(money, allowance=100)
     held = await hold(money, sky(user, key, 50))
     async with money() as session:
-        assert await end_hold(session, held.hold_id, used=None, counting=None, status=UsageStatus.failed)
+        assert await end_hold(session, held.hold_id, used=None, counting=None, status=UsageStatus.failed,
+                              now=NOV)
     async with money() as session:
         assert not await end_hold(session, held.hold_id, used=54, counting=Counting.held,
-                                  status=UsageStatus.stopped)
+                                  status=UsageStatus.stopped, now=NOV)
     async with money() as session:
         assert (await standing(session, user, now=NOV)).allowance_used == 0
 
@@ -122,7 +125,8 @@ async def test_usage_past_the_hold_is_taken_down_to_zero(money: Any) -> None:
     user, key = await new_user(money, allowance=0, budget=30)
     held = await hold(money, sky(user, key, 20))
     async with money() as session:
-        await end_hold(session, held.hold_id, used=90, counting=Counting.reported, status=UsageStatus.completed)
+        await end_hold(session, held.hold_id, used=90, counting=Counting.reported, status=UsageStatus.completed,
+                       now=NOV)
     async with money() as session:
         assert (await standing(session, user, now=NOV)).budget == 0
 
@@ -156,7 +160,7 @@ async def test_concurrent_holds_never_overspend(pg_url: str, with_key_budget: bo
         for h in held:  # settle at random-ish usage, some past the hold
             async with money() as session:
                 await end_hold(session, h.hold_id, used=h.tokens - (h.tokens % 7), counting=Counting.reported,
-                               status=UsageStatus.completed)
+                               status=UsageStatus.completed, now=NOV)
         async with money() as session:
             now = await standing(session, user, key, now=NOV)
         spent = sum(h.tokens - (h.tokens % 7) for h in held)
