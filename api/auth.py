@@ -5,7 +5,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from api import errors
+from api.error_mapping import key_refusal_error
+from ledger.errors import KeyRefused
 from ledger.keys import Principal, authenticate
 
 
@@ -18,11 +19,11 @@ async def _authenticate(request: Request) -> Principal:
     try:
         async with services.sessions() as session:
             principal = await authenticate(session, request.headers.get("authorization"))
-    except errors.AuthError:
+    except KeyRefused as refusal:
         # 60 a minute from one address with a missing, wrong or revoked key.
         address = request.client.host if request.client else "unknown"
         await services.traffic.check_address(address)
-        raise
+        raise key_refusal_error(refusal) from None
     request.state.principal = principal
     return principal
 

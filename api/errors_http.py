@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api import errors
+from api.error_mapping import as_api_error
 
 log = logging.getLogger("acs.api")
 NOT_FOUND = "No route has the path {path}."
@@ -19,14 +19,6 @@ INTERNAL = "The API failed while it handled the request."
 
 def request_id_of(request: Request) -> str | None:
     return request.scope.get("state", {}).get("request_id")
-
-
-def as_api_error(error: BaseException) -> errors.ApiError | None:
-    """The spec's error for a foreign exception that has one; None: it is unexpected (500)."""
-    if isinstance(error, PoolTimeout):
-        # SQLAlchemy's "QueuePool limit ... reached": no connection, so nothing ran.
-        return errors.DbPoolExhausted(errors.DB_POOL_EXHAUSTED_MESSAGE)
-    return None
 
 
 def unexpected_response(request: Request, error: BaseException) -> JSONResponse:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from fastapi import Request, Response
 
 from api import errors
-from api.survive import survive
+from ledger.survive import survive
 from ledger import idempotency as records
 from ledger.coltypes import utcnow
 from ledger.idempotency import KEY_MAX, Conflict, InProgress, NoAnswer, Replay, Started, request_hash

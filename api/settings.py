@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     # Shared traffic state (buckets, the per-key line) for several ingress
     # replicas; without it, one process keeps them (the embedded default).
     redis_url: str | None = None
-    # Background work (api/background): a Runner renews its leases this often
+    # Background work (deployments/background): a Runner renews its leases this often
     # over this span; a row whose lease lapsed (its Runner died) runs again.
     runner_lease_s: float = 30.0
     runner_poll_s: float = 0.25
@@ -47,8 +47,9 @@ class Settings(BaseSettings):
     runner_grace_s: float = 10.0
     # How often a Runner drops expired Job results and Idempotency-Keys.
     runner_housekeeping_s: float = 600.0
-    # A Job waits this long for Inference's answer, through a cold start.
-    job_answer_timeout_s: float = 45 * 60.0
+    # Background work (Jobs, Loom Nodes, Playground Runs) waits this long for
+    # Inference's answer to start, through a cold start.
+    background_answer_wait_s: float = 45 * 60.0
     # An ended Job's result is kept this long (the spec: 30 days), then 410.
     job_result_kept_s: float = 30 * 24 * 3600.0
 

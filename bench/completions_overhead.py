@@ -469,7 +469,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def engine_setup(args: argparse.Namespace) -> dict[str, Any]:
-    from cluster.catalog import load_model_spec
+    from deployments.catalog import load_model_spec
 
     spec = load_model_spec(MODEL_ID)
     args.model_dir = str((REPO_ROOT / args.model_dir).resolve())

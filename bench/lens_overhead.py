@@ -374,7 +374,7 @@ def main() -> int:
         parser.error("--rounds must be at least 1")
 
     prepare_environment(cpu=True)
-    from cluster.catalog import load_catalog
+    from deployments.catalog import load_catalog
     from deployments.vllm_engine import VllmEngine, lens_loaded
 
     model = load_catalog("embedded").models[MODEL_ID]

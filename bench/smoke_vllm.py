@@ -38,7 +38,7 @@ ENGINE_ENV = {
 def run_one(model_id: str, eager: bool) -> dict:
     """In the child process: start the engine, generate, report."""
     sys.path.insert(0, str(REPO_ROOT))
-    from cluster.catalog import load_model_spec
+    from deployments.catalog import load_model_spec
 
     spec = load_model_spec(model_id)
     start = time.monotonic()

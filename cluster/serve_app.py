@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ray import serve
@@ -43,6 +42,7 @@ def model_deployment(spec: Any) -> Application:
 
 
 def runner_deployment(handles: dict[str, Application], profile: str) -> Application:
+    from cluster.composition import runner_for_replica
     from deployments.runner_server import RunnerServer
 
     # The Runner runs background work (Jobs); it takes no HTTP, and the
@@ -51,22 +51,25 @@ def runner_deployment(handles: dict[str, Application], profile: str) -> Applicat
         name="runner", num_replicas=1, ray_actor_options={"num_cpus": RUNNER_CPUS},
         # A planned stop gives running work its grace (ACS_RUNNER_GRACE_S), then queues it again.
         graceful_shutdown_timeout_s=30, health_check_period_s=10, health_check_timeout_s=30,
-    ).bind(handles, profile)
+    ).bind(handles, profile, runner_for_replica)
 
 
 def build_application(profile: str) -> Application:
     from api.ingress import Ingress
-    from cluster.catalog import load_catalog
+    from cluster.composition import ingress_services
+    from deployments.catalog import load_catalog
 
-    catalog = load_catalog(profile)
+    catalog = load_catalog(profile, models_root=get_settings().models_dir)
     handles = {model_id: model_deployment(spec) for model_id, spec in catalog.models.items()}
     return Ingress.options(
         name="ingress", ray_actor_options={"num_cpus": INGRESS_CPUS}, max_ongoing_requests=INGRESS_MAX_ONGOING,
-    ).bind(handles, profile, runner_deployment(handles, profile))
+    ).bind(handles, profile, ingress_services, runner_deployment(handles, profile))
 
 
 def build(args: dict[str, str]) -> Application:
-    return build_application(args.get("profile", os.environ.get("ACS_PROFILE", "embedded")))
+    from api.settings import get_settings
+
+    return build_application(args.get("profile", get_settings().profile))
 
 
 def __getattr__(name: str) -> Any:

@@ -4,14 +4,12 @@ vllm-lens trap: its hooks swallow errors, so a vector of the wrong hidden
 size or a Layer the model lacks answers 200, unsteered or unread. The API
 refuses both for the models whose facts GET /v1/models lists; the engine
 checks again for every caller (a served model without those facts, Jobs, a
-direct handle), with the API's messages, as the spec says Inference does.
+direct handle), with the same checks and messages, as the spec says Inference does.
 """
 from __future__ import annotations
 
-from api.activations.steering import PARAM, check_reach, check_shape
-from api.completions.planning import ModelFacts, check_layers
-from api.errors import InvalidRequest
-from deployments.engine import EngineRefused, GenerateRequest
+from deployments.checks import STEERING_PARAM, ModelFacts, check_layers, check_reach, check_shape
+from deployments.engine import GenerateRequest
 
 
 def engine_facts(model_config: object) -> ModelFacts:
@@ -25,12 +23,9 @@ def engine_facts(model_config: object) -> ModelFacts:
 def check_lens_request(request: GenerateRequest, facts: ModelFacts) -> None:
     """Raise EngineRefused (a 400 of Inference) for what vllm-lens would swallow."""
     spec = request.sampling
-    try:
-        if spec.capture_layers:
-            check_layers(spec.capture_layers, facts, "output_residual_stream")
-        for steer in spec.steering or []:
-            check_shape(steer.rows, steer.layer_indices, facts.hidden_size)
-            check_layers(steer.layer_indices, facts, PARAM)
-            check_reach(steer.positions or [], len(request.prompt_token_ids), spec.max_tokens)
-    except InvalidRequest as error:
-        raise EngineRefused(error.message, error.param) from None
+    if spec.capture_layers:
+        check_layers(spec.capture_layers, facts, "output_residual_stream")
+    for steer in spec.steering or []:
+        check_shape(steer.rows, steer.layer_indices, facts.hidden_size)
+        check_layers(steer.layer_indices, facts, STEERING_PARAM)
+        check_reach(steer.positions or [], len(request.prompt_token_ids), spec.max_tokens)

@@ -11,7 +11,7 @@ class ModelServer:
     """One replica: one vLLM engine with vllm-lens, behind the engine boundary."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        from cluster.catalog import ModelSpec
+        from deployments.catalog import ModelSpec
         from deployments.vllm_engine import VllmEngine
 
         model = ModelSpec.model_validate(spec)

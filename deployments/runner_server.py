@@ -1,26 +1,23 @@
-"""The Ray Serve deployment of the background Runner (api/background/runner.py).
+"""The Ray Serve deployment of the background Runner (deployments/background/runner.py).
 
-It serves no HTTP: it runs the work of the ledger's queues (Jobs now) on the
-model deployments, through the same engine clients as the ingress. It keeps
-no state a restart would lose, so it may run as several replicas; Serve's
+It serves no HTTP: it runs the work of the ledger's queues on the model
+deployments, through the same engine clients as the ingress. It keeps no
+state a restart would lose, so it may run as several replicas; Serve's
 graceful shutdown is the Runner's planned stop.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
+
+from deployments.background.runner import Runner
 
 
 class RunnerServer:
-    async def __init__(self, model_handles: dict[str, Any], profile: str) -> None:
-        from api.background.runner import Runner
-        from api.ingress import build_services
-        from api.jobs.handler import JobHandler
-
-        self.services = build_services(model_handles, profile)
-        for model in self.services.served_models():
-            self.services.tokenizers.get(model)
-        self.runner = Runner(self.services, [JobHandler(self.services)])
+    async def __init__(self, model_handles: dict[str, Any], profile: str,
+                       build_runner: Callable[[dict[str, Any], str], Runner]) -> None:
+        # The composition root builds the Runner with its kinds; this replica only hosts it.
+        self.runner = build_runner(model_handles, profile)
         self.runner.start()
 
     async def owner(self) -> dict[str, Any]:

@@ -118,7 +118,7 @@ def encoded_activations(activations: Any) -> dict | None:
     """vllm-lens's torch tensor, encoded here so only compact bytes cross to the API."""
     if not activations or activations.get("residual_stream") is None:
         return None
-    from api.activations.tensor import encode_torch
+    from deployments.tensor_codec import encode_torch
 
     return {"residual_stream": encode_torch(activations["residual_stream"])}
 

@@ -1,7 +1,7 @@
 """Errors of the ledger's own operations (admin commands, key management).
 
-Authentication raises the API's errors (`api.errors`) instead, since its
-answers are the spec's 401s. These are refusals of an operator's command.
+Refusals of an operator's command, and of a request's key (`KeyRefused`),
+which the API maps to its 401s. Nothing here knows HTTP.
 """
 from __future__ import annotations
 
@@ -23,4 +23,33 @@ class TooManyKeys(LedgerError):
 
 
 class StatusChangeRefused(LedgerError):
+    pass
+
+
+class KeyRefused(LedgerError):
+    """The key check refused a request's key. The API answers each kind with
+    the 401 of the spec (`api/error_mapping.py`); the message is the spec's."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NoKeyGiven(KeyRefused):
+    pass
+
+
+class UnknownKey(KeyRefused):
+    pass
+
+
+class RevokedKey(KeyRefused):
+    pass
+
+
+class PausedKey(KeyRefused):
+    pass
+
+
+class SuspendedAccount(KeyRefused):
     pass

@@ -16,16 +16,11 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from api.errors import (
-    AccountSuspended,
-    AuthError,
-    InvalidApiKey,
-    KeyDisabled,
-    KeyRevoked,
-    MissingAuthorization,
-)
 from ledger.coltypes import utcnow
-from ledger.errors import NameRefused, NotFound, StatusChangeRefused, TooManyKeys
+from ledger.errors import (
+    KeyRefused, NameRefused, NoKeyGiven, NotFound, PausedKey, RevokedKey, StatusChangeRefused, SuspendedAccount,
+    TooManyKeys, UnknownKey,
+)
 from ledger.models import KEY_NAME_MAX, KEY_PREFIX_LEN, ApiKey, Hold, HoldState, KeyStatus, Standing, User
 from ledger.tokens import month_of
 
@@ -231,10 +226,10 @@ async def authenticate(session: AsyncSession, authorization: str | None) -> Prin
     """
     raw_key = _bearer_token(authorization)
     if not raw_key.startswith((KEY_PREFIX, LEGACY_KEY_PREFIX)):
-        raise InvalidApiKey(INVALID_API_KEY)
+        raise UnknownKey(INVALID_API_KEY)
     try:
         key = await _usable_key(session, hash_key(raw_key))
-    except AuthError:
+    except KeyRefused:
         await session.rollback()
         raise
     # Read before the transaction ends: a rollback expires the row.
@@ -247,7 +242,7 @@ async def _usable_key(session: AsyncSession, key_hash: str) -> ApiKey:
     query = select(ApiKey, User.standing).join(User).where(ApiKey.key_hash == key_hash)
     row = (await session.exec(query)).first()
     if row is None:
-        raise InvalidApiKey(INVALID_API_KEY)
+        raise UnknownKey(INVALID_API_KEY)
     key, standing = row
     _refuse_unusable(key.status, standing)
     return key
@@ -258,7 +253,7 @@ async def recheck(session: AsyncSession, principal: Principal) -> None:
     query = select(ApiKey.status, User.standing).join(User).where(ApiKey.id == principal.key_id)
     row = (await session.exec(query)).first()
     if row is None:
-        raise InvalidApiKey(INVALID_API_KEY)
+        raise UnknownKey(INVALID_API_KEY)
     _refuse_unusable(*row)
 
 
@@ -267,7 +262,7 @@ def _bearer_token(authorization: str | None) -> str:
     token = token.strip()
     # The auth scheme is case-insensitive (RFC 9110); the key is not.
     if scheme.lower() != "bearer" or not token:
-        raise MissingAuthorization(MISSING_AUTHORIZATION)
+        raise NoKeyGiven(MISSING_AUTHORIZATION)
     return token
 
 
@@ -275,11 +270,11 @@ def _refuse_unusable(status: KeyStatus, standing: Standing) -> None:
     # A revoked key is dead whatever its user's standing. A suspension covers
     # every live key, paused ones too: resuming one would not help.
     if status == KeyStatus.revoked:
-        raise KeyRevoked(KEY_REVOKED)
+        raise RevokedKey(KEY_REVOKED)
     if standing == Standing.suspended:
-        raise AccountSuspended(ACCOUNT_SUSPENDED)
+        raise SuspendedAccount(ACCOUNT_SUSPENDED)
     if status == KeyStatus.paused:
-        raise KeyDisabled(KEY_DISABLED)
+        raise PausedKey(KEY_DISABLED)
 
 
 async def _touch(session: AsyncSession, key_id: uuid.UUID, last_used_at: datetime | None) -> None:

@@ -9,7 +9,7 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, Enum, ForeignKey, Index, Integer, String, Text, Uuid, func, text
+from sqlalchemy import BigInteger, Boolean, Column, Enum, ForeignKey, Index, Integer, String, Text, Uuid, false, func, text
 from sqlmodel import Field, SQLModel
 
 from ledger.coltypes import UtcDateTime, utcnow
@@ -231,7 +231,12 @@ Index("uq_budgets_user_id_own", Budget.__table__.c.user_id, unique=True,
 
 
 class WorkKind(str, enum.Enum):
+    """A kind of background work; each has its queue row and its handler."""
+
     job = "job"
+    node = "node"  # a Loom Node
+    harvest = "harvest"
+    run = "run"  # a Playground Run
 
 
 class WorkStatus(str, enum.Enum):
@@ -255,6 +260,8 @@ class WorkQueue(SQLModel, table=True):
                                                  length=16, values_callable=lambda m: [x.value for x in m]),
                                             primary_key=True))
     max_running: int = Field(sa_column=Column(Integer(), nullable=False))
+    # The claim's order: a User with nothing running first (Jobs), else the oldest first.
+    fair_to_users: bool = Field(default=False, sa_column=Column(Boolean(), nullable=False, server_default=false()))
     # The last time a Runner of this kind checked in (GET /health shows it).
     polled_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
 

@@ -40,9 +40,11 @@ class HoldEnd:
     used: int | None  # None: released, the attempt costs nothing
     counting: Counting | None
     status: UsageStatus
+    whole: bool = False  # pay the whole Hold (a cancel of a running attempt)
 
 
 RELEASE = HoldEnd(None, None, UsageStatus.failed)
+WHOLE = HoldEnd(None, Counting.held, UsageStatus.stopped, whole=True)
 
 
 @dataclass(frozen=True)
@@ -98,22 +100,20 @@ async def claim(session: AsyncSession, kind: WorkKind, model_ids: list[str], own
                 now: datetime) -> Work | None:
     """The next row to run, now `running` under `owner`'s lease; None when none may start.
 
-    The order of "The order of the work": the oldest row of a User with no
-    row running, and a row of a User who has one only when no other waits.
+    The kind's queue row says its order: with `fair_to_users` (Jobs, "The
+    order of the work") the oldest row of a User with no row running, and a
+    row of a User who has one only when no other waits; else the oldest first.
     """
-    cap = (await session.exec(select(WorkQueue.max_running).where(WorkQueue.kind == kind)
-                              .with_for_update())).one()
+    cap, fair = (await session.exec(select(WorkQueue.max_running, WorkQueue.fair_to_users)
+                                    .where(WorkQueue.kind == kind).with_for_update())).one()
     running = (await session.exec(select(func.count()).select_from(Work)
                                   .where(Work.kind == kind, Work.status == WorkStatus.running))).one()
     if running >= cap:
         await session.rollback()
         return None
-    other = Work.__table__.alias("other")
-    busy = exists().where(other.c.kind == kind.value, other.c.status == WorkStatus.running.value,
-                          other.c.user_id == Work.user_id)
     query = (select(Work).join(ApiKey, ApiKey.id == Work.key_id).join(User, User.id == Work.user_id)
              .where(_runnable(kind, model_ids))
-             .order_by(case((busy, 1), else_=0), Work.created_at, Work.id)
+             .order_by(*_claim_order(kind, fair))
              .limit(1).with_for_update(of=Work.__table__, skip_locked=True))
     work = (await session.exec(query)).first()
     if work is None:
@@ -128,6 +128,16 @@ async def claim(session: AsyncSession, kind: WorkKind, model_ids: list[str], own
     await session.commit()
     await session.refresh(work)
     return work
+
+
+def _claim_order(kind: WorkKind, fair_to_users: bool) -> list:
+    oldest = [Work.created_at, Work.id]
+    if not fair_to_users:
+        return oldest
+    other = Work.__table__.alias("other")
+    busy = exists().where(other.c.kind == kind.value, other.c.status == WorkStatus.running.value,
+                          other.c.user_id == Work.user_id)
+    return [case((busy, 1), else_=0), *oldest]
 
 
 async def attach_hold(session: AsyncSession, work_id: uuid.UUID, owner: str, hold_id: uuid.UUID) -> bool:
@@ -199,8 +209,7 @@ async def requeue(session: AsyncSession, work_id: uuid.UUID, now: datetime, owne
     if work.status != WorkStatus.running or not (mine or lapsed):
         await session.rollback()
         return False
-    if work.hold_id is not None:
-        await end_hold_within(session, work.hold_id, used=None, counting=None, status=UsageStatus.failed, now=now)
+    await _end_attempt_hold(session, work, RELEASE, now)
     work.status, work.lease_owner, work.lease_until, work.hold_id = WorkStatus.queued, "", None, None
     session.add(work)
     await session.commit()
@@ -218,9 +227,7 @@ async def finish(session: AsyncSession, work_id: uuid.UUID, owner: str, result: 
     if work.status != WorkStatus.running or work.lease_owner != owner:
         await session.rollback()
         return False
-    if work.hold_id is not None:
-        await end_hold_within(session, work.hold_id, used=hold.used, counting=hold.counting,
-                              status=hold.status, now=now)
+    await _end_attempt_hold(session, work, hold, now)
     _end(work, result, now, kept_for)
     session.add(work)
     await session.commit()
@@ -254,10 +261,8 @@ async def cancel(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, 
         return None
     if work.status in ENDED:
         return await _detached(session, work)
-    if work.status == WorkStatus.running and work.hold_id is not None:
-        held = (await session.exec(select(Hold.tokens).where(Hold.id == work.hold_id))).one()
-        await end_hold_within(session, work.hold_id, used=held, counting=Counting.held,
-                              status=UsageStatus.stopped, now=now)
+    if work.status == WorkStatus.running:
+        await _end_attempt_hold(session, work, WHOLE, now)
     work.cancel_requested = True
     work.status, work.finished_at = WorkStatus.cancelled, now
     work.lease_owner, work.lease_until = "", None
@@ -266,6 +271,18 @@ async def cancel(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, 
     await session.commit()
     await session.refresh(work)
     return work
+
+
+async def _end_attempt_hold(session: AsyncSession, work: Work, end: HoldEnd, now: datetime) -> None:
+    """The one place where the Hold of a background attempt ends, for every kind:
+    with its answer (`finish`), released (`requeue`), or whole (`cancel`), in
+    the transaction that changes the row."""
+    if work.hold_id is None:
+        return
+    used = end.used
+    if end.whole:
+        used = (await session.exec(select(Hold.tokens).where(Hold.id == work.hold_id))).one()
+    await end_hold_within(session, work.hold_id, used=used, counting=end.counting, status=end.status, now=now)
 
 
 async def _detached(session: AsyncSession, work: Work | None) -> Work | None:

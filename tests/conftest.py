@@ -21,12 +21,11 @@ import pytest_asyncio  # noqa: E402
 
 from api.app import create_app  # noqa: E402
 from api.inference.clients import LocalEngineClient  # noqa: E402
-from api.services import Services, build_gateways, build_ledger  # noqa: E402
-from api.traffic.limits import traffic_from_settings  # noqa: E402
-from api.idempotency import Idempotency  # noqa: E402
+from api.services import Services  # noqa: E402
+from cluster.composition import compose  # noqa: E402
 from api.settings import Settings  # noqa: E402
 from api.tokenizers import TokenizerRegistry  # noqa: E402
-from cluster.catalog import load_catalog  # noqa: E402
+from deployments.catalog import load_catalog  # noqa: E402
 from ledger.db import make_engine, session_factory  # noqa: E402
 from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
@@ -69,6 +68,10 @@ class ApiStack:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}"}
 
+    def use_traffic(self, traffic: Any) -> None:
+        """Other traffic limits: the routes' rate buckets and admission's line."""
+        self.services.traffic = self.services.admission.traffic = traffic
+
 
 # Loading the Llama 3.1 tokenizer takes seconds: one registry for the session.
 SHARED_TOKENIZERS = TokenizerRegistry()
@@ -78,13 +81,10 @@ TEST_SETTINGS = dict(keepalive_s=0.2, long_wait_s=1.0, engine_timeout_s=5.0, bre
 async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:
     config = Settings(profile="test", **{**TEST_SETTINGS, **settings})
     catalog = load_catalog("test")
-    gateways = build_gateways(config, {model_id: LocalEngineClient(engine) for model_id in catalog.models})
+    clients = {model_id: LocalEngineClient(engine) for model_id in catalog.models}
     app = create_app()
-    sessions, ledger = build_ledger(config, sessions.kw["bind"])
-    app.state.services = Services(settings=config, catalog=catalog, gateways=gateways, sessions=sessions,
-                                  ledger=ledger, traffic=traffic_from_settings(config.redis_url),
-                                  idempotency=Idempotency(sessions),
-                                  tokenizers=SHARED_TOKENIZERS)
+    app.state.services = compose(config, catalog, clients, sessions.kw["bind"], tokenizers=SHARED_TOKENIZERS)
+    sessions = app.state.services.sessions
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api.test", timeout=60)
     return ApiStack(app, app.state.services, engine, await new_key(sessions), http)
 

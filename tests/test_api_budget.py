@@ -124,7 +124,7 @@ async def test_the_spend_stop_refuses_new_work(fake_stack: Any) -> None:
 
 @pytest.mark.fake(delay_s=0.2)
 async def test_the_keys_line_refuses_past_its_waiting_room(fake_stack: Any) -> None:
-    fake_stack.services.traffic = traffic_from_settings(None, TrafficSettings(max_running=1, max_waiting=1))
+    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(max_running=1, max_waiting=1)))
     first = [asyncio.create_task(complete(fake_stack, max_tokens=3)) for _ in range(2)]
     await asyncio.sleep(0.1)
     r = await complete(fake_stack, max_tokens=3)
@@ -133,7 +133,7 @@ async def test_the_keys_line_refuses_past_its_waiting_room(fake_stack: Any) -> N
 
 
 async def test_the_work_bucket_answers_rate_limited(fake_stack: Any) -> None:
-    fake_stack.services.traffic = traffic_from_settings(None, TrafficSettings(key_work=BucketPolicy(2, 0.5)))
+    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(key_work=BucketPolicy(2, 0.5))))
     for _ in range(2):
         assert (await complete(fake_stack, max_tokens=1)).status_code == 200
     r = await complete(fake_stack, max_tokens=1)
@@ -144,7 +144,7 @@ async def test_the_work_bucket_answers_rate_limited(fake_stack: Any) -> None:
 
 
 async def test_bad_keys_from_one_address_are_rate_limited(fake_stack: Any) -> None:
-    fake_stack.services.traffic = traffic_from_settings(None, TrafficSettings(address=BucketPolicy(2, 0.5)))
+    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(address=BucketPolicy(2, 0.5))))
     bad = {"Authorization": "Bearer sk-acs-wrong"}
     for _ in range(2):
         assert_error(await fake_stack.http.get("/v1/models", headers=bad), 401, "invalid_api_key")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.catalog import CatalogError, load_catalog, models_dir
+from deployments.catalog import CatalogError, ModelSpec, load_catalog, models_dir
 
 TINY_DIR = models_dir() / "tiny-llama"
 tiny_built = pytest.mark.skipif(
@@ -72,12 +72,13 @@ def test_profiles_alias_llama_8b_to_their_cpu_default(test_profile):
     assert test_profile.default.id == "tiny-llama" and test_profile.default.default
 
 
-def test_local_weights_resolve_against_models_dir(test_profile, monkeypatch, tmp_path):
-    spec = test_profile.resolve("tiny-llama")
-    assert spec.is_local
-    monkeypatch.setenv("ACS_MODELS_DIR", str(tmp_path))
-    assert spec.weights_path() == str(tmp_path / "tiny-llama")
-    assert spec.tokenizer_path() == str(tmp_path / "tiny-llama")
+def test_local_weights_resolve_against_models_dir(test_profile, tmp_path):
+    assert test_profile.resolve("tiny-llama").is_local
+    spec = load_catalog("test", models_root=tmp_path).resolve("tiny-llama")
+    assert spec.weights_path() == str(tmp_path.resolve() / "tiny-llama")
+    assert spec.tokenizer_path() == str(tmp_path.resolve() / "tiny-llama")
+    # The spec a replica gets carries the resolved folder, not the setting.
+    assert ModelSpec.model_validate(spec.model_dump(by_alias=True)).weights_path() == spec.weights_path()
 
 
 def test_profile_by_path_and_bad_alias(tmp_path):
@@ -123,6 +124,9 @@ def test_tiny_tokenizer_matches_llama_31():
     ]
 
 
-def test_models_dir_env(monkeypatch, tmp_path):
+def test_models_dir_setting(monkeypatch, tmp_path):
+    from api.settings import Settings
+
     monkeypatch.setenv("ACS_MODELS_DIR", str(tmp_path))
-    assert models_dir() == Path(tmp_path).resolve()
+    assert models_dir(Settings().models_dir) == Path(tmp_path).resolve()
+    assert models_dir(None) == Path(__file__).resolve().parents[1] / "models"

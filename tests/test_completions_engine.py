@@ -148,7 +148,7 @@ async def test_two_hundred_requests_never_spend_more_than_there_is(real_stack: A
     from tests.test_api_budget import left, set_tokens
 
     # The per-key line would answer queue_full past 16 + 64: give this test room.
-    real_stack.services.traffic = traffic_from_settings(None, TrafficSettings(max_waiting=256))
+    real_stack.use_traffic(traffic_from_settings(None, TrafficSettings(max_waiting=256)))
     tokens = 100 * (4 + 4)
     await set_tokens(real_stack, allowance=0 if key_budget else tokens, budget=10**9 if key_budget else 0,
                      key_budget=tokens if key_budget else 0)

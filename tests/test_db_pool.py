@@ -11,7 +11,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import select
 
 from api import errors
-from api.errors_http import as_api_error
+from api.error_mapping import as_api_error
 from ledger.db import make_engine, session_factory
 from ledger.models import Hold
 from tests.conftest import build_stack

@@ -130,7 +130,7 @@ def test_activations_in_a_job_with_curl_and_jq(stack: tuple[str, str]) -> None:
 def test_steering_vectors_in_a_job(stack: tuple[str, str]) -> None:
     import numpy as np
 
-    from api.activations.tensor import decode
+    from deployments.tensor_codec import decode
 
     base, key = stack
     vector = np.zeros(64)

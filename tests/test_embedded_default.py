@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from api.activations.tensor import decode
-from cluster.catalog import load_catalog
+from deployments.tensor_codec import decode
+from deployments.catalog import load_catalog
 from tests.hf_reference import greedy, reference
 from tests.serve_fixtures import ServeInstance
 from tests.test_spec_programs import run_program

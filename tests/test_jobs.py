@@ -19,9 +19,8 @@ import pytest_asyncio
 from sqlalchemy import delete, update
 from sqlmodel import select
 
-from api.background.runner import Runner
-from api.budget import TokenLedger
-from api.jobs.handler import JobHandler
+from cluster.composition import build_runner, compose
+from deployments.background.runner import Runner
 from ledger.coltypes import utcnow
 from ledger.grants import set_allowance
 from ledger.keys import Principal, authenticate, create_api_key, create_user, set_key_status, set_standing
@@ -46,10 +45,10 @@ class Jobs:
         """A Runner of its own process identity (its own leases and Holds)."""
         base = self.stack.services
         config = base.settings.model_copy(update={**FAST, **settings})
-        ledger = TokenLedger(base.sessions, base.ledger.write_sessions, request_url=config.budget_request_url,
-                             default_allowance=config.monthly_allowance, lease_s=config.runner_lease_s)
-        services = dataclasses.replace(base, settings=config, ledger=ledger)
-        runner = Runner(services, [JobHandler(services)])
+        clients = {model_id: gateway.client for model_id, gateway in base.gateways.items()}
+        services = compose(config, base.catalog, clients, base.sessions.kw["bind"], tokenizers=base.tokenizers)
+        # The models' places and breakers are the ingress's own: one process in tests.
+        runner = build_runner(dataclasses.replace(services, gateways=base.gateways))
         runner.start()
         self.runners.append(runner)
         return runner

@@ -29,7 +29,7 @@ import pytest
 import torch
 import zstandard
 
-from api.activations.tensor import decode, encode, encode_torch
+from deployments.tensor_codec import decode, encode, encode_torch
 from tests.serve_fixtures import ServeInstance
 from tests.spec import SHARED_SPEC, shared_spec
 

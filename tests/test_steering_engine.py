@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from api.activations.tensor import decode
+from deployments.tensor_codec import decode
 from deployments.engine import EngineRefused, GenerateRequest, SamplingSpec, Steer
 from tests.spec import assert_error
 from tests.hf_reference import greedy, reference
@@ -170,7 +170,7 @@ async def test_the_engine_refuses_what_vllm_lens_would_swallow(tiny_engine: Any,
 
 async def test_a_model_without_facts_gets_inferences_refusal(real_stack: Any, monkeypatch: Any) -> None:
     """Without hidden_size in the catalog the API cannot check the width: Inference's 400 comes through."""
-    from cluster.catalog import ModelSpec
+    from deployments.catalog import ModelSpec
 
     monkeypatch.setattr(ModelSpec, "hidden_size", property(lambda self: None))
     r = await real_stack.http.post("/v1/completions", headers=real_stack.auth(), json={

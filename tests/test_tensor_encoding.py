@@ -8,7 +8,7 @@ import pytest
 import torch
 import zstandard
 
-from api.activations.tensor import TensorError, decode, encode, encode_torch
+from deployments.tensor_codec import TensorError, decode, encode, encode_torch
 
 
 def spec_decode(tensor):

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from api.completions.planning import check_layers, hold_tokens, plan, steering_numbers
+from api.completions.planning import hold_tokens, plan, steering_numbers
 from api.completions.request import CompletionRequest
 from api.completions.validation import parse_completion_request
 from api.errors import ApiError, ContextLengthExceeded, DeadlineInfeasible, InvalidRequest
+from api.refusals import as_api_errors
+from deployments.checks import check_layers
 
 SKY = [128000, 791, 13180, 374]
 
@@ -762,8 +764,14 @@ def test_layers_in_range():
                       max_tokens=2, output_residual_stream=[50, 40])
 
 
+def checked_by_the_api(check, *args):
+    """A check below the API raises a neutral refusal; the API answers its 400."""
+    with as_api_errors():
+        check(*args)
+
+
 def test_layer_check_for_steering_and_for_models_without_facts():
-    error = refused(check_layers, [1, 32], LLAMA, "apply_steering_vectors")
+    error = refused(checked_by_the_api, check_layers, [1, 32], LLAMA, "apply_steering_vectors")
     assert_error(error, "meta-llama/Llama-3.1-8B has Layers 0 to 31: it has no Layer 32.", "apply_steering_vectors")
     check_layers([999], FakeModel(n_layers=None), "output_residual_stream")  # Inference checks
 

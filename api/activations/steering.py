@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from api.activations.tensor import TensorError, decode
-from api.completions.planning import check_layers
 from api.errors import InvalidRequest
+from api.refusals import as_api_errors
+from deployments.checks import STEERING_PARAM, check_layers, check_reach, check_shape
 from deployments.engine import Steer
+from deployments.tensor_codec import TensorError, decode
 
-PARAM = "apply_steering_vectors"
+PARAM = STEERING_PARAM
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_SPAN_POSITIONS = 4096
-ROWS = "activations needs one row for each layer in layer_indices."
-HIDDEN_SIZE = "A Steering vector has {count} numbers, but the model's hidden size is {hidden}."
-REACH = ("apply_steering_vectors steers position {position}, but the forward passes of this request reach "
-         "position {last} at most: the prompt has {prompt} tokens and max_tokens is {max_tokens}, and the last "
-         "generated token never runs through the model. Steer a position up to {last}, or raise max_tokens.")
 
 
 def refuse(message: str) -> InvalidRequest:
@@ -47,14 +43,6 @@ def _rows(activations: list | dict) -> np.ndarray:
     if not np.all(np.isfinite(rows)):
         raise refuse("The numbers of activations must be finite.")
     return rows
-
-
-def check_shape(rows: np.ndarray, layers: list[int], hidden_size: int | None) -> None:
-    """One row per Layer, then the model's width (unknown: Inference checks it)."""
-    if rows.shape[0] != len(layers):
-        raise refuse(ROWS)
-    if hidden_size is not None and rows.shape[-1] != hidden_size:
-        raise refuse(HIDDEN_SIZE.format(count=rows.shape[-1], hidden=hidden_size))
 
 
 def _positions(vector: dict, rows: np.ndarray) -> tuple[np.ndarray, list[int] | None]:
@@ -94,19 +82,13 @@ def parse_steer(vector: dict, model: object, prompt_tokens: int, max_tokens: int
     if len(set(layers)) != len(layers):
         raise refuse("layer_indices names a Layer twice.")
     rows = _rows(vector["activations"])
-    check_shape(rows, layers, model.hidden_size)
-    check_layers(layers, model, PARAM)
+    with as_api_errors():
+        check_shape(rows, layers, model.hidden_size)
+        check_layers(layers, model, PARAM)
     rows, positions = _positions(vector, rows)
-    check_reach(positions or [], prompt_tokens, max_tokens)
+    with as_api_errors():
+        check_reach(positions or [], prompt_tokens, max_tokens)
     return Steer(rows, list(layers), float(vector["scale"]), bool(vector["norm_match"]), positions)
-
-
-def check_reach(positions: list[int], prompt_tokens: int, max_tokens: int) -> None:
-    """Forward passes run each prompt token and each generated token but the last."""
-    last = prompt_tokens + max(max_tokens, 1) - 2
-    beyond = max(positions, default=-1)
-    if beyond > last:
-        raise refuse(REACH.format(position=beyond, last=last, prompt=prompt_tokens, max_tokens=max_tokens))
 
 
 def parse_steers(vectors: list[dict], model: object, prompt_tokens: int, max_tokens: int) -> list[Steer]:

@@ -12,12 +12,13 @@ for each id.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable
 
 from api.completions.request import CompletionRequest, PlannedRequest
 from api.completions.validation import Msg
 from api.errors import ContextLengthExceeded, DeadlineInfeasible, InvalidRequest
+from api.refusals import as_api_errors
+from deployments.checks import ModelInfo, check_layers
 
 MAX_CHOICES = 128
 MAX_GENERATED = 32000
@@ -32,34 +33,6 @@ MAX_STEERING_NUMBERS = 2**21
 UNKNOWN_HIDDEN_SIZE = 16384
 
 CountTokens = Callable[[str, bool], list[int]]
-
-
-class ModelInfo(Protocol):
-    """The facts of a served model that planning needs (GET /v1/models).
-
-    `n_layers`, `hidden_size` and `vocab_size` may be None for a served model
-    without those facts: Inference then checks what depends on them. An
-    optional `served_model_name` (such as "meta-llama/Llama-3.1-8B") names the
-    model in the Layer message, as the spec's example does; else `id`.
-    """
-
-    id: str
-    max_model_len: int
-    n_layers: int | None
-    hidden_size: int | None
-    vocab_size: int | None
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """A ModelInfo: the catalog's facts (the API) or the loaded model's (the engine)."""
-
-    id: str
-    served_model_name: str
-    max_model_len: int
-    n_layers: int | None
-    hidden_size: int | None
-    vocab_size: int | None
 
 
 def plan(req: CompletionRequest, *, model: ModelInfo, count_tokens: CountTokens) -> PlannedRequest:
@@ -248,19 +221,5 @@ def _check_max_tokens(req: CompletionRequest, token_ids: list[list[int]], model:
 
 def _check_layers(req: CompletionRequest, model: ModelInfo) -> None:
     if isinstance(req.output_residual_stream, list):
-        check_layers(req.output_residual_stream, model, "output_residual_stream")
-
-
-def check_layers(layers: list[int], model: ModelInfo, param: str) -> None:
-    """Refuse a Layer that the model does not have, with the spec's message.
-
-    Also for `layer_indices` of Steering vectors, where they are decoded. A
-    model without n_layers leaves the check to Inference (docs: Read Activations).
-    """
-    if model.n_layers is None:
-        return
-    missing = [layer for layer in layers if layer >= model.n_layers]
-    if missing:
-        name = getattr(model, "served_model_name", None) or model.id
-        message = Msg.LAYER.format(model=name, last=model.n_layers - 1, layer=min(missing))
-        raise InvalidRequest(message, param)
+        with as_api_errors():
+            check_layers(req.output_residual_stream, model, "output_residual_stream")

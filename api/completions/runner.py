@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator
 
-from api import errors
 from api.completions.assembly import CompletionAssembly, echo_only, engine_prompt_logprobs
-from api.inference.gateway import ModelGateway
+from api.inference.gateway import ModelGateway, Waits
 from deployments.engine import EngineOutput, GenerateRequest
 
 _END = object()
@@ -25,9 +24,10 @@ def engine_requests(assembly: CompletionAssembly, request_id: str) -> list[Gener
     ]
 
 
-async def _pump(p: int, gateway: ModelGateway, request: GenerateRequest, queue: asyncio.Queue) -> None:
+async def _pump(p: int, gateway: ModelGateway, request: GenerateRequest, waits: Waits, deadline: float | None,
+                queue: asyncio.Queue) -> None:
     try:
-        async for output in gateway.stream(request):
+        async for output in gateway.stream(request, waits, deadline):
             await queue.put((p, output))
         await queue.put((p, _END))
     except BaseException as error:  # noqa: BLE001 - handed to the consumer
@@ -36,20 +36,22 @@ async def _pump(p: int, gateway: ModelGateway, request: GenerateRequest, queue: 
             raise
 
 
-async def run_outputs(assembly: CompletionAssembly, gateway: ModelGateway,
-                      request_id: str) -> AsyncIterator[tuple[int, EngineOutput]]:
-    """Yield (prompt index, output); raise ApiError on a failure or a cut stream."""
+async def run_outputs(assembly: CompletionAssembly, gateway: ModelGateway, request_id: str,
+                      waits: Waits) -> AsyncIterator[tuple[int, EngineOutput]]:
+    """Yield (prompt index, output); raise ApiError on a failure or a cut stream.
+
+    With `waits.total_s` every prompt's answer ends within it, counted from now.
+    """
     queue: asyncio.Queue = asyncio.Queue()
     requests = engine_requests(assembly, request_id)
-    tasks = [asyncio.create_task(_pump(p, gateway, r, queue)) for p, r in enumerate(requests)]
+    deadline = None if waits.total_s is None else asyncio.get_running_loop().time() + waits.total_s
+    tasks = [asyncio.create_task(_pump(p, gateway, r, waits, deadline, queue)) for p, r in enumerate(requests)]
     open_streams = len(tasks)
     try:
         while open_streams:
             p, item = await queue.get()
             if item is _END:
                 open_streams -= 1
-                if not assembly.prompts[p].finished:
-                    raise errors.UpstreamServerError(errors.STREAM_CUT_MESSAGE)
             elif isinstance(item, BaseException):
                 raise item
             else:

@@ -63,13 +63,13 @@ async def with_keepalives(source: AsyncIterator[bytes], interval_s: float,
             await aclose()
 
 
-async def spaced_json(result: Awaitable[tuple[dict[str, Any], int]], interval_s: float,
+async def spaced_json(result: Awaitable[dict[str, Any]], interval_s: float,
                       on_error: Callable[[errors.ApiError], dict[str, Any]]) -> AsyncIterator[bytes]:
     """A body that is spaces every `interval_s`, then the JSON (or the error object)."""
 
     async def body() -> AsyncIterator[bytes]:
         try:
-            payload, _status = await result
+            payload = await result
         except errors.ApiError as error:
             payload = on_error(error)
         yield json.dumps(payload, ensure_ascii=False).encode()

@@ -92,7 +92,6 @@ class Msg:
         "{total} tokens. Please reduce the length of the input prompt or the number of requested "
         "output tokens. (parameter=input_tokens, value={prompt})"
     )
-    LAYER = "{model} has Layers 0 to {last}: it has no Layer {layer}."  # spec
 
 
 # Helpers ---------------------------------------------------------------------

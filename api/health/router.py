@@ -44,7 +44,7 @@ def backend_json(model: Any, gateway: Any) -> dict[str, Any]:
     }
 
 
-RUNNER_NAMES = {"job": "jobs"}
+RUNNER_NAMES = {"job": "jobs", "node": "nodes", "harvest": "harvests", "run": "runs"}
 
 
 async def runners_check(services: Any) -> tuple[list[dict[str, Any]], list[str]]:
@@ -61,7 +61,7 @@ async def runners_check(services: Any) -> tuple[list[dict[str, Any]], list[str]]
         return [], []
     now, stale_after = utcnow(), 2 * services.settings.runner_lease_s
     runners, stale = [], []
-    for state in states:
+    for state in (state for state in states if state.kind in services.work_kinds):
         name = RUNNER_NAMES.get(state.kind.value, state.kind.value)
         since = None if state.polled_at is None else int((now - state.polled_at).total_seconds())
         runners.append({"name": name, "running": state.running, "seconds_since_poll": since})

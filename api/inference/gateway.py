@@ -1,21 +1,25 @@
-"""The API's side of one model: admission (breaker, in-flight cap),
-deadlines between chunks, and Inference's failures mapped to the spec."""
+"""The API's side of one model: admission (breaker, in-flight cap), every
+wait for Inference, and Inference's failures mapped to the spec.
+
+The gateway records each answer's success or failure itself (the breaker,
+the last answer's time): a caller only reads its outputs.
+"""
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
+from dataclasses import dataclass
 from typing import AsyncIterator
 
 from api import errors
+from api.error_mapping import refusal_error
 from api.inference.breaker import CircuitBreaker
 from api.inference.clients import EngineClient
 from deployments.engine import (
     EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused, GenerateRequest,
 )
 
-CONTEXT_LENGTH = re.compile(r"maximum context length|context length", re.I)
 IN_FLIGHT_MESSAGE = "The API has its most requests in flight to {model}. Try again in {seconds} seconds."
 BREAKER_MESSAGE = (
     "Inference failed the last {count} requests to {model} in a row, so the API holds the "
@@ -43,9 +47,7 @@ def map_failure(error: BaseException) -> errors.ApiError:
     if isinstance(error, errors.ApiError):
         return error
     if isinstance(error, EngineRefused):
-        if error.code == "context_length_exceeded" or CONTEXT_LENGTH.search(error.message):
-            return errors.ContextLengthExceeded(error.message, "prompt")
-        return errors.InvalidRequest(error.message, error.param)
+        return refusal_error(error)
     if isinstance(error, EngineOutOfMemory):
         return errors.VllmOom(f"Inference ran out of GPU memory: {error}")
     if isinstance(error, EngineDead):
@@ -55,6 +57,15 @@ def map_failure(error: BaseException) -> errors.ApiError:
     if _is_unreachable(error):
         return errors.UpstreamUnreachable(errors.UNREACHABLE_MESSAGE)
     return errors.UpstreamServerError(f"Inference failed: {type(error).__name__}: {error}", upstream_status=500)
+
+
+@dataclass(frozen=True)
+class Waits:
+    """How long a request waits for Inference (the one place where a wait
+    that runs out becomes 504 upstream_deadline)."""
+
+    first_s: float  # for the first output: a cold start, a long queue
+    total_s: float | None = None  # for the whole answer (a request without a stream)
 
 
 def counts_as_failure(error: errors.ApiError) -> bool:
@@ -105,31 +116,49 @@ class ModelGateway:
             async with self._place_freed:
                 self._place_freed.notify()
 
-    def record(self, error: errors.ApiError | None) -> None:
+    def _record(self, error: errors.ApiError | None) -> None:
         if error is None:
             self.breaker.record_success()
             self.last_answer_at = asyncio.get_running_loop().time()
         elif counts_as_failure(error):
             self.breaker.record_failure()
 
-    async def stream(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]:
-        """The engine's outputs; raises ApiError. Stops when the engine's stream ends."""
+    async def stream(self, request: GenerateRequest, waits: Waits,
+                     deadline: float | None = None) -> AsyncIterator[EngineOutput]:
+        """The engine's outputs until the finished one; raises ApiError.
+
+        The first output may take `waits.first_s`, each next one the
+        gateway's `chunk_timeout_s`, and all of them end by `deadline` (the
+        loop's clock) when one is given. A stream that ends unfinished was cut.
+        """
         source = self.client.generate(request).__aiter__()
+        wait_s, clock = waits.first_s, asyncio.get_running_loop().time
         try:
             while True:
+                limit = wait_s if deadline is None else min(wait_s, max(deadline - clock(), 0.0))
                 try:
-                    output = await asyncio.wait_for(source.__anext__(), self.chunk_timeout_s)
-                except StopAsyncIteration:
-                    return
-                except errors.ApiError:
+                    output = await self._next(source, limit)
+                except errors.ApiError as error:
+                    self._record(error)
                     raise
-                except asyncio.CancelledError:
-                    raise
-                except BaseException as error:  # noqa: BLE001 - every failure is mapped
-                    raise map_failure(error) from error
                 yield output
+                if output.finished:
+                    self._record(None)
+                    return
+                wait_s = self.chunk_timeout_s
         finally:
             await _close(source)
+
+    @staticmethod
+    async def _next(source: AsyncIterator[EngineOutput], limit_s: float) -> EngineOutput:
+        try:
+            return await asyncio.wait_for(source.__anext__(), limit_s)
+        except StopAsyncIteration:
+            raise errors.UpstreamServerError(errors.STREAM_CUT_MESSAGE) from None
+        except (errors.ApiError, asyncio.CancelledError):
+            raise
+        except BaseException as error:  # noqa: BLE001 - every failure is mapped, a timeout too
+            raise map_failure(error) from error
 
 
 async def _close(source: AsyncIterator[EngineOutput]) -> None:

@@ -1,33 +1,18 @@
 """How the Runner runs one Job: its Completion request, as POST /v1/completions
-would without a stream, with the Job's own rules (api/completions/service.JOB)."""
+would without a stream, with the Job's own admission (`job_policy`)."""
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import timedelta
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from api import errors
-from api.background.runner import Outcome
-from api.completions.service import JOB, CompletionService
-from api.jobs.service import FAILED, job_body
+from api.completions.service import CompletionService
+from api.jobs.service import FAILED, job_body, job_policy
+from deployments.background.kinds import AttemptHold
 from ledger import work as queue
 from ledger.keys import ACCOUNT_SUSPENDED, KEY_REVOKED, Principal
-from ledger.models import Counting, UsageStatus, Work, WorkKind, WorkStatus
-
-
-class HoldEndRecorder:
-    """Takes a Job's Settlement in place of the ledger: the Runner writes the Hold's
-    end with the result, in one transaction, so a request is charged once and
-    keeps its answer."""
-
-    def __init__(self) -> None:
-        self.recorded: queue.HoldEnd | None = None
-
-    async def end(self, _hold_id: uuid.UUID, used: int | None, counting: Counting | None,
-                  status: UsageStatus) -> None:
-        if self.recorded is None:
-            self.recorded = queue.HoldEnd(used, counting, status)
+from ledger.models import Work, WorkKind, WorkStatus
 
 
 def _as_json(body: Any) -> str:
@@ -44,22 +29,19 @@ class JobHandler:
 
     def __init__(self, services: Any) -> None:
         self.completions = CompletionService(services)
-        self.timeout_s = services.settings.job_answer_timeout_s
+        self.policy = job_policy(services.settings)
         self.kept_for = timedelta(seconds=services.settings.job_result_kept_s)
 
-    async def run(self, work: Work, attach_hold: Callable[[uuid.UUID], Awaitable[None]]) -> Outcome:
-        ends = HoldEndRecorder()
+    async def run(self, work: Work, hold: AttemptHold) -> queue.Result:
         principal = Principal(user_id=work.user_id, key_id=work.key_id, key_name="")
         # Each attempt its own engine request ids: an attempt cut by a crash may still run there.
         engine_request_id = f"{work.request_id}-{work.attempts}"
         try:
             completion = await self.completions.run_in_background(
-                job_body(json.loads(work.request)), engine_request_id, principal, JOB, attach_hold, ends,
-                self.timeout_s)
-            result = queue.Result(WorkStatus.succeeded, 200, _as_json(completion))
+                job_body(json.loads(work.request)), engine_request_id, principal, self.policy, hold)
         except errors.ApiError as error:  # refused or failed
-            result = _failed(error, work.request_id)
-        return Outcome(result, ends.recorded or queue.RELEASE)
+            return _failed(error, work.request_id)
+        return queue.Result(WorkStatus.succeeded, 200, _as_json(completion))
 
     def failed(self, work: Work) -> queue.Result:
         return _failed(errors.JobFailed(FAILED), work.request_id)

@@ -18,7 +18,8 @@ from typing import Any
 from fastapi.responses import JSONResponse, Response
 
 from api import errors
-from api.completions.service import JOB, CompletionService, hold_ask
+from api.completions.admission import background, hold_ask
+from api.completions.service import CompletionService
 from api.completions.validation import Msg, bad_value
 from api.jobs.views import job_json, job_request_id, result_expired, status_url
 from api.services import Services
@@ -26,7 +27,7 @@ from ledger import work as queue
 from ledger.coltypes import utcnow
 from ledger.ids import uuid7
 from ledger.idempotency import Replay
-from ledger.models import Work, WorkKind, WorkStatus
+from ledger.models import UsageSource, Work, WorkKind, WorkStatus
 
 ROUTE = "POST /v1/completion-jobs"
 # The spec's changelog: "Jobs and Looms keep 16" as the default max_tokens.
@@ -57,6 +58,11 @@ CAP_MESSAGES = {
     "kept_in_all": "The API keeps the results of {cap} ended Jobs of all Users, the most it keeps. "
                    "Submit again when one of those results expires.",
 }
+def job_policy(settings: Any) -> Any:
+    """A Job's admission: no line, a wait for the model, max_tokens never lowered, source `job`."""
+    return background(UsageSource.job, settings.background_answer_wait_s)
+
+
 CANCELLED = "You cancelled this Job, so it has no result."
 EXPIRED = "The result of this Job expired {days} days after the Job ended. The Job itself stays."
 FAILED = "The API failed to run this Job or to keep its result. It does not run the Job again."
@@ -128,7 +134,8 @@ class JobService:
     async def _check_smallest_request(self, planned: Any, model: Any, principal: Any) -> None:
         """Only that the tokens can hold the request with one generated token per choice;
         the Job takes its real Hold when it runs."""
-        smallest = dataclasses.replace(hold_ask(planned, principal, model.id, "", JOB), max_tokens=1)
+        smallest = dataclasses.replace(hold_ask(planned, principal, model.id, "", job_policy(self.services.settings)),
+                                       max_tokens=1)
         await self.services.ledger.check_fits(smallest)
 
     async def _enqueue(self, body: dict, model_id: str, principal: Any) -> Work:

@@ -23,7 +23,7 @@ import uuid
 from typing import Any, AsyncIterator
 
 from api.errors import QueueFull
-from api.survive import survive
+from ledger.survive import survive
 from api.traffic.line import MAX_RUNNING, MAX_WAITING, LineCounts
 from api.traffic.messages import queue_full
 from api.traffic.wakeups import Wakeups

@@ -1,14 +1,14 @@
 """The Runner: runs background work from the ledger's queues (`ledger/work.py`).
 
 One Runner per process; several processes (Serve replicas) may run at once.
-Each kind of work has a handler (`WorkHandler`): Jobs now, Loom Nodes and
-harvest follow-up next. The Runner keeps nothing a restart would lose:
+Each kind of work has a handler (`kinds.WorkHandler`) that the composition
+root registers; the Runner knows no kind. It keeps nothing a restart would lose:
 
 - a claim loop per kind takes the next runnable row when the kind's cap allows;
 - a watch loop renews this process's leases, stops the attempts whose rows
   changed (a cancel, a lease that lapsed), queues again the rows of Runners
   that died, and ends queued rows of revoked keys and suspended Users;
-- every `ACS_RUNNER_HOUSEKEEPING_S` it drops what expired: the bodies of Job
+- every `housekeeping_s` it drops what expired: the bodies of ended rows'
   results and the Idempotency-Keys of more than 24 hours;
 - `stop()` is the planned stop: running work gets a grace period, then goes
   back to `queued` with its Hold released, so the cut request costs nothing.
@@ -22,50 +22,42 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable
 
-from api.survive import survive
+from deployments.background.kinds import AttemptHold, WorkHandler, WorkLost
 from ledger import work as queue
 from ledger.coltypes import utcnow
+from ledger.idempotency import purge_expired
 from ledger.models import Work, WorkKind
+from ledger.survive import survive
 
 log = logging.getLogger("acs.runner")
 
 
-class WorkLost(Exception):
-    """The row is no longer this Runner's to run (cancelled, or its lease lapsed)."""
-
-
 @dataclass(frozen=True)
-class Outcome:
-    result: queue.Result
-    hold: queue.HoldEnd
+class RunnerTimes:
+    """How a Runner paces itself (the settings `ACS_RUNNER_*`)."""
 
-
-class WorkHandler(Protocol):
-    kind: WorkKind
-    kept_for: timedelta  # how long an ended row's result is kept
-
-    async def run(self, work: Work, attach_hold: Callable[[uuid.UUID], Awaitable[None]]) -> Outcome:
-        """Run one attempt. Call `attach_hold` with the Hold's id once it is taken."""
-
-    def failed(self, work: Work) -> queue.Result:
-        """The result of an attempt that the API itself failed to run."""
-
-    def refused(self, unusable: queue.Unusable) -> queue.Result:
-        """The result of queued work whose key was revoked or whose User was suspended."""
+    lease_s: float = 30.0  # its leases last this long; it renews them each quarter
+    poll_s: float = 0.25
+    grace_s: float = 10.0  # a planned stop gives running work this long
+    housekeeping_s: float = 600.0
 
 
 class Runner:
-    def __init__(self, services: Any, handlers: list[WorkHandler]) -> None:
-        settings = services.settings
-        self.ledger = services.ledger
-        self.sessions = services.ledger.write_sessions
-        self.owner = services.ledger.owner  # one identity per process: its work leases and its Holds
+    """`ledger` is the process's TokenLedger: its sessions, its owner (one
+    identity per process, for its work leases and its Holds), the Holds'
+    leases and the spend stop."""
+
+    def __init__(self, ledger: Any, handlers: list[WorkHandler], model_ids: list[str],
+                 times: RunnerTimes = RunnerTimes()) -> None:
+        self.ledger = ledger
+        self.sessions = ledger.write_sessions
+        self.owner = ledger.owner
         self.handlers = {handler.kind: handler for handler in handlers}
-        self.model_ids = list(services.catalog.models)
-        self.lease_s, self.poll_s, self.grace_s = settings.runner_lease_s, settings.runner_poll_s, settings.runner_grace_s
-        self.housekeeping_s = settings.runner_housekeeping_s
+        self.model_ids = list(model_ids)
+        self.lease_s, self.poll_s, self.grace_s = times.lease_s, times.poll_s, times.grace_s
+        self.housekeeping_s = times.housekeeping_s
         self.attempts: dict[uuid.UUID, asyncio.Task] = {}
         self._claim_loops: list[asyncio.Task] = []
         self._watch: list[asyncio.Task] = []
@@ -143,31 +135,31 @@ class Runner:
 
     async def _attempt(self, handler: WorkHandler, work: Work) -> None:
         # The attempt stays listed until its result is written: a planned stop waits for it.
+        hold = AttemptHold(self._recorder(work.id))
         try:
             try:
-                outcome = await handler.run(work, self._attacher(work.id))
+                result = await handler.run(work, hold)
             except WorkLost:
                 return
             except asyncio.CancelledError:
                 if self.stopping:
                     await survive(self._requeue_own(work.id))
                 raise
-            except Exception:  # noqa: BLE001 - the API failed: the Job fails, and never runs again
+            except Exception:  # noqa: BLE001 - the platform failed: the work fails, and never runs again
                 log.exception("background work %s failed", work.id)
-                outcome = Outcome(handler.failed(work), queue.RELEASE)
+                result, hold.ending = handler.failed(work), queue.RELEASE
             async with self.sessions() as session:
-                if not await queue.finish(session, work.id, self.owner, outcome.result, outcome.hold, utcnow(),
+                if not await queue.finish(session, work.id, self.owner, result, hold.ending, utcnow(),
                                           handler.kept_for):
                     log.info("background work %s ended elsewhere; its answer is dropped", work.id)
         finally:
             self.attempts.pop(work.id, None)
 
-    def _attacher(self, work_id: uuid.UUID) -> Callable[[uuid.UUID], Awaitable[None]]:
-        async def attach(hold_id: uuid.UUID) -> None:
+    def _recorder(self, work_id: uuid.UUID) -> Callable[[uuid.UUID], Awaitable[bool]]:
+        async def record(hold_id: uuid.UUID) -> bool:
             async with self.sessions() as session:
-                if not await queue.attach_hold(session, work_id, self.owner, hold_id):
-                    raise WorkLost(str(work_id))
-        return attach
+                return await queue.attach_hold(session, work_id, self.owner, hold_id)
+        return record
 
     async def _requeue_own(self, work_id: uuid.UUID) -> None:
         async with self.sessions() as session:
@@ -206,9 +198,7 @@ class Runner:
                     log.warning("background work %s lost its Runner; it runs again", work_id)
 
     async def _housekeeping(self) -> None:
-        """What expires: Job results (the rows stay, 410) and Idempotency-Keys (24 hours)."""
-        from ledger.idempotency import purge_expired
-
+        """What expires: results (the rows stay, a Job answers 410) and Idempotency-Keys (24 hours)."""
         now = utcnow()
         async with self.sessions() as session:
             await queue.drop_expired_results(session, now)

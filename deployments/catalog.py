@@ -42,25 +42,28 @@ class CatalogError(ValueError):
     """A catalog or profile file that does not describe a usable catalog."""
 
 
-def models_dir() -> Path:
-    """Folder of the locally built model folders (`ACS_MODELS_DIR`)."""
-    configured = os.environ.get("ACS_MODELS_DIR")
-    return Path(configured).expanduser().resolve() if configured else REPO_ROOT / "models"
+DEFAULT_MODELS_DIR = REPO_ROOT / "models"
 
 
-def is_local_ref(ref: str) -> bool:
+def models_dir(configured: str | os.PathLike[str] | None = None) -> Path:
+    """Folder of the locally built model folders: the setting `ACS_MODELS_DIR`
+    (the caller reads it), else `<repo>/models`."""
+    return Path(configured).expanduser().resolve() if configured else DEFAULT_MODELS_DIR
+
+
+def is_local_ref(ref: str, root: Path = DEFAULT_MODELS_DIR) -> bool:
     """A weights/tokenizer reference names a local folder unless it is `owner/name`."""
     if Path(ref).is_absolute() or ref.startswith("."):
         return True
-    return "/" not in ref or (models_dir() / ref).is_dir()
+    return "/" not in ref or (root / ref).is_dir()
 
 
-def resolve_ref(ref: str) -> str:
+def resolve_ref(ref: str, root: Path = DEFAULT_MODELS_DIR) -> str:
     """A local folder as an absolute path; a Hugging Face repo id unchanged."""
-    if not is_local_ref(ref):
+    if not is_local_ref(ref, root):
         return ref
     path = Path(ref).expanduser()
-    return str(path if path.is_absolute() else (models_dir() / path).resolve())
+    return str(path if path.is_absolute() else (root / path).resolve())
 
 
 class _Strict(BaseModel):
@@ -295,17 +298,30 @@ def _pick_default(profile: Profile, specs: dict[str, ModelSpec]) -> str:
     return flagged[0]
 
 
+def _resolved_refs(spec: ModelSpec, root: Path) -> dict[str, str]:
+    refs = {"weights": resolve_ref(spec.weights, root)}
+    if spec.tokenizer:
+        refs["tokenizer"] = resolve_ref(spec.tokenizer, root)
+    return refs
+
+
 def load_catalog(
-    profile: str | os.PathLike[str] = "embedded", configs_dir: Path = CONFIGS_DIR
+    profile: str | os.PathLike[str] = "embedded", configs_dir: Path = CONFIGS_DIR,
+    models_root: str | os.PathLike[str] | None = None,
 ) -> Catalog:
-    """Load a profile by name (`configs/profiles/<name>.yaml`) or by path."""
+    """Load a profile by name (`configs/profiles/<name>.yaml`) or by path.
+
+    Local weights and tokenizers resolve against `models_root` (see
+    `models_dir`) here, once, so a replica that gets a spec never reads a setting.
+    """
     path = _profile_path(profile, configs_dir)
     prof = Profile.model_validate(_read_yaml(path))
     specs = {model_id: load_model_spec(model_id, configs_dir) for model_id in prof.models}
     default_id = _pick_default(prof, specs)
     # The profile decides which model is the default, whatever the YAMLs say.
+    root = models_dir(models_root)
     specs = {
-        model_id: spec.model_copy(update={"default": model_id == default_id})
+        model_id: spec.model_copy(update={"default": model_id == default_id, **_resolved_refs(spec, root)})
         for model_id, spec in specs.items()
     }
     try:

@@ -1,0 +1,50 @@
+"""The one place where errors of the layers below become the API's errors.
+
+The engine's checks raise `EngineRefused`, the ledger's key check raises
+`KeyRefused`, and SQLAlchemy raises its pool timeout; none knows HTTP.
+`as_api_error` answers each with the spec's error (None: an unexpected
+failure, the API's 500).
+"""
+from __future__ import annotations
+
+import re
+
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from api import errors
+from deployments.engine import EngineRefused
+from ledger import errors as ledger_errors
+
+CONTEXT_LENGTH = re.compile(r"maximum context length|context length", re.I)
+
+KEY_REFUSALS: dict[type[ledger_errors.KeyRefused], type[errors.AuthError]] = {
+    ledger_errors.NoKeyGiven: errors.MissingAuthorization,
+    ledger_errors.UnknownKey: errors.InvalidApiKey,
+    ledger_errors.RevokedKey: errors.KeyRevoked,
+    ledger_errors.PausedKey: errors.KeyDisabled,
+    ledger_errors.SuspendedAccount: errors.AccountSuspended,
+}
+
+
+def refusal_error(refusal: EngineRefused) -> errors.ApiError:
+    """A refusal of the request's values: the API's check or Inference's 400."""
+    if refusal.code == "context_length_exceeded" or CONTEXT_LENGTH.search(refusal.message):
+        return errors.ContextLengthExceeded(refusal.message, "prompt")
+    return errors.InvalidRequest(refusal.message, refusal.param)
+
+
+def key_refusal_error(refusal: ledger_errors.KeyRefused) -> errors.AuthError:
+    return KEY_REFUSALS[type(refusal)](refusal.message)
+
+
+def as_api_error(error: BaseException) -> errors.ApiError | None:
+    if isinstance(error, errors.ApiError):
+        return error
+    if isinstance(error, EngineRefused):
+        return refusal_error(error)
+    if isinstance(error, ledger_errors.KeyRefused):
+        return key_refusal_error(error)
+    if isinstance(error, PoolTimeout):
+        # SQLAlchemy's "QueuePool limit ... reached": no connection, so nothing ran.
+        return errors.DbPoolExhausted(errors.DB_POOL_EXHAUSTED_MESSAGE)
+    return None

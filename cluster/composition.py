@@ -1,0 +1,101 @@
+"""The composition root: the one place that builds the services.
+
+The ingress replica (`ingress_services`), the Runner replica
+(`runner_for_replica`) and the tests (`compose`) all build through here, so
+each part is wired once. The background kinds are registered here too
+(`handlers`): the Runner imports no handler.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from api.completions.admission import Admission
+from api.idempotency import Idempotency
+from api.inference.breaker import CircuitBreaker
+from api.inference.clients import EngineClient, HandleEngineClient
+from api.inference.gateway import ModelGateway
+from api.services import Services
+from api.settings import Settings, get_settings
+from api.tokenizers import TokenizerRegistry
+from api.traffic.limits import traffic_from_settings
+from deployments.background.kinds import WorkHandler
+from deployments.background.runner import Runner, RunnerTimes
+from deployments.catalog import Catalog, load_catalog
+from ledger.db import make_engine, session_factory
+
+
+def build_ledger(settings: Settings, db_engine: Any) -> tuple[Any, Any]:
+    """Read sessions, and the ledger whose money transactions lock what they touch."""
+    from api.budget import TokenLedger
+
+    sessions = session_factory(db_engine)
+    # On SQLite, IMMEDIATE takes the write lock at BEGIN: its SELECT ... FOR UPDATE.
+    write_sessions = session_factory(db_engine.execution_options(sqlite_begin="IMMEDIATE"))
+    ledger = TokenLedger(sessions, write_sessions, request_url=settings.budget_request_url,
+                         default_allowance=settings.monthly_allowance, lease_s=settings.hold_lease_s)
+    return sessions, ledger
+
+
+def build_gateways(settings: Settings, clients: dict[str, EngineClient]) -> dict[str, ModelGateway]:
+    return {
+        model_id: ModelGateway(
+            model_id, client, chunk_timeout_s=settings.engine_timeout_s,
+            max_in_flight=settings.max_in_flight_per_model,
+            breaker=CircuitBreaker(settings.breaker_failures, settings.breaker_open_s),
+        )
+        for model_id, client in clients.items()
+    }
+
+
+def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClient], db_engine: Any, *,
+            tokenizers: TokenizerRegistry | None = None) -> Services:
+    """Every service of one process, over its engine clients and its ledger database."""
+    sessions, ledger = build_ledger(settings, db_engine)
+    traffic = traffic_from_settings(settings.redis_url)
+    tokenizers = tokenizers or TokenizerRegistry()
+    admission = Admission(ledger, traffic, tokenizers, sessions, engine_wait_s=settings.engine_timeout_s)
+    return Services(settings=settings, catalog=catalog, gateways=build_gateways(settings, clients),
+                    sessions=sessions, ledger=ledger, traffic=traffic, idempotency=Idempotency(sessions),
+                    admission=admission, tokenizers=tokenizers,
+                    work_kinds=[handler_type.kind for handler_type in handler_types()])
+
+
+def handler_types() -> list[type]:
+    """The kinds of background work this platform runs: one handler class each."""
+    from api.jobs.handler import JobHandler
+
+    return [JobHandler]
+
+
+def handlers(services: Services) -> list[WorkHandler]:
+    return [handler_type(services) for handler_type in handler_types()]
+
+
+def runner_times(settings: Settings) -> RunnerTimes:
+    return RunnerTimes(lease_s=settings.runner_lease_s, poll_s=settings.runner_poll_s,
+                       grace_s=settings.runner_grace_s, housekeeping_s=settings.runner_housekeeping_s)
+
+
+def build_runner(services: Services) -> Runner:
+    return Runner(services.ledger, handlers(services), list(services.catalog.models),
+                  runner_times(services.settings))
+
+
+# -- the Serve replicas: bound by reference (cluster/serve_app.py), called in the replica -----------
+
+def ingress_services(model_handles: dict[str, Any], profile: str) -> Services:
+    settings = get_settings()
+    clients = {model_id: HandleEngineClient(handle, model_id) for model_id, handle in model_handles.items()}
+    services = compose(settings, load_catalog(profile, models_root=settings.models_dir), clients, make_engine(settings.ledger_url()))
+    _load_tokenizers(services)
+    return services
+
+
+def runner_for_replica(model_handles: dict[str, Any], profile: str) -> Runner:
+    return build_runner(ingress_services(model_handles, profile))
+
+
+def _load_tokenizers(services: Services) -> None:
+    # Now, not on the first request: loading one imports transformers.
+    for model in services.served_models():
+        services.tokenizers.get(model)
