@@ -30,8 +30,6 @@ class Settings(BaseSettings):
     breaker_open_s: float = 60.0
     max_in_flight_per_model: int = 100
     health_timeout_s: float = 2.0
-    # Without a container report, a model counts as Warm this long after an answer.
-    warm_after_answer_s: float = 300.0
     budget_request_url: str = "https://v2.infra.acsresearch.org/usage/request"
     monthly_allowance: int = 5_000_000
     # A Hold whose process stops renewing it this long is released.

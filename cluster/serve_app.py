@@ -56,6 +56,7 @@ def runner_deployment(handles: dict[str, Application], profile: str) -> Applicat
 
 def build_application(profile: str) -> Application:
     from api.ingress import Ingress
+    from api.settings import get_settings
     from cluster.composition import ingress_services
     from deployments.catalog import load_catalog
 

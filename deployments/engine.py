@@ -110,6 +110,30 @@ class EngineState:
     stage_started_at: float | None = None
 
 
+@dataclass
+class ForwardRequest:
+    """Prompt-only forward passes (harvests): no token is sampled.
+
+    `layers` are ascending and unique. With `directions` (a float32 array
+    [k, hidden] of unit vectors) each row is projected onto them.
+    """
+
+    request_id: str
+    prompts: list[list[int]]  # token ids, one list per prompt
+    layers: list[int]
+    directions: Any = None
+
+
+@dataclass
+class PromptRows:
+    """One prompt's own rows: float32 [layers, tokens, hidden], or [layers, tokens, k]
+    projected; `dtype` is the model's precision ("torch.bfloat16" rows upcast losslessly)."""
+
+    token_ids: list[int]
+    rows: Any  # a numpy array
+    dtype: str
+
+
 class EngineRefused(Exception):
     """The engine refused the request's values (a 400 of Inference)."""
 
@@ -127,6 +151,8 @@ class EngineDead(Exception):
 
 
 class Engine(abc.ABC):
+    """One served model. Every method may raise EngineDead once the engine stopped."""
+
     @abc.abstractmethod
     async def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of `text`, as the engine itself would read it."""
@@ -144,3 +170,25 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     async def abort(self, request_id: str) -> None:
         """Stop a running request; its stream ends without `finished`."""
+
+    @abc.abstractmethod
+    async def forward(self, request: ForwardRequest) -> list[PromptRows]:
+        """Run each prompt through the model once and read its residual stream.
+
+        Returns one PromptRows per prompt, in the order of `request.prompts`,
+        each with exactly that prompt's tokens as rows (the token at position i
+        is row i). Refuses (EngineRefused, before any pass) a Layer the model
+        lacks or directions of another width.
+        """
+
+    @abc.abstractmethod
+    def state(self) -> EngineState:
+        """Whether the engine serves now, and its boot stage while it starts."""
+
+    @abc.abstractmethod
+    async def check_health(self) -> None:
+        """Return when the engine serves; raise EngineDead when it stopped for good."""
+
+    @abc.abstractmethod
+    def shutdown(self) -> None:
+        """Stop the engine and remove what it made; later calls do nothing."""

@@ -9,7 +9,9 @@ direct handle), with the same checks and messages, as the spec says Inference do
 from __future__ import annotations
 
 from deployments.checks import STEERING_PARAM, ModelFacts, check_layers, check_reach, check_shape
-from deployments.engine import GenerateRequest
+from deployments.engine import EngineRefused, ForwardRequest, GenerateRequest
+
+DIRECTIONS_WIDTH = "project_onto has directions of {count} numbers, but the model's hidden size is {hidden}."
 
 
 def engine_facts(model_config: object) -> ModelFacts:
@@ -29,3 +31,14 @@ def check_lens_request(request: GenerateRequest, facts: ModelFacts) -> None:
         check_shape(steer.rows, steer.layer_indices, facts.hidden_size)
         check_layers(steer.layer_indices, facts, STEERING_PARAM)
         check_reach(steer.positions or [], len(request.prompt_token_ids), spec.max_tokens)
+
+
+def check_forward_request(request: ForwardRequest, facts: ModelFacts) -> None:
+    """A harvest's forward passes: Layers the model has, directions of its width."""
+    check_layers(request.layers, facts, "layers")
+    if list(request.layers) != sorted(set(request.layers)):
+        raise EngineRefused("The Layers of a forward pass are ascending and unique.", "layers")
+    directions = request.directions
+    if directions is not None and (directions.ndim != 2 or directions.shape[1] != facts.hidden_size):
+        width = directions.shape[-1] if directions.ndim else 0
+        raise EngineRefused(DIRECTIONS_WIDTH.format(count=width, hidden=facts.hidden_size), "project_onto")

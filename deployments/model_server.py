@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, AsyncIterator
 
 from deployments.boot import BootReporter
-from deployments.engine import EngineOutput, GenerateRequest
+from deployments.engine import EngineOutput, EngineState, ForwardRequest, GenerateRequest, PromptRows
 
 
 class ModelServer:
@@ -33,6 +33,12 @@ class ModelServer:
 
     async def abort(self, request_id: str) -> None:
         await self.engine.abort(request_id)
+
+    async def forward(self, request: ForwardRequest) -> list[PromptRows]:
+        return await self.engine.forward(request)
+
+    async def state(self) -> EngineState:
+        return self.engine.state()
 
     async def check_health(self) -> None:
         """Serve's health check: a dead engine gets its replica replaced."""

@@ -5,16 +5,17 @@ vLLM loads when the engine is built; `lens_loaded()` checks that it did.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, AsyncIterator
 
 import numpy as np
 
 from deployments.engine import (
-    Steer, ChoiceDelta, Engine, EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused,
-    EngineState, GenerateRequest, PositionLogprobs, SamplingSpec, TokenLogprob,
+    ChoiceDelta, Engine, EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused, EngineState, ForwardRequest,
+    GenerateRequest, PositionLogprobs, PromptRows, SamplingSpec, Steer, TokenLogprob,
 )
-from deployments.lens_checks import check_lens_request, engine_facts
+from deployments.lens_checks import check_forward_request, check_lens_request, engine_facts
 from deployments.vllm_runtime import prepare_environment, project_temp_files
 
 
@@ -123,6 +124,16 @@ def encoded_activations(activations: Any) -> dict | None:
     return {"residual_stream": encode_torch(activations["residual_stream"])}
 
 
+def project(stream: Any, directions: Any) -> np.ndarray:
+    """Float32 rows [layers, tokens, hidden], or their projections [layers, tokens, k]."""
+    import torch
+
+    rows = stream.detach().to(device="cpu", dtype=torch.float32)
+    if directions is not None:
+        rows = rows @ torch.from_numpy(np.ascontiguousarray(directions, dtype=np.float32)).T
+    return rows.numpy()
+
+
 def classify_failure(error: BaseException) -> Exception:
     """Map vLLM's exceptions onto the engine boundary's three kinds."""
     from vllm.exceptions import VLLMClientError, VLLMValidationError
@@ -158,6 +169,34 @@ class VllmEngine(Engine):
         return list(self._tokenizer.encode(text, add_special_tokens=add_special_tokens))
 
     async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]:
+        first, deltas = True, Deltas()
+        async for out in self._outputs(request):
+            yield to_engine_output(out, first, deltas if request.sampling.capture_layers else None)
+            first = False
+
+    async def forward(self, request: ForwardRequest) -> list[PromptRows]:
+        check_forward_request(request, self._facts)
+        # vllm-lens trap: with several prompts in one request only the first is
+        # captured, so each prompt is a request of its own; vLLM batches them.
+        return list(await asyncio.gather(*(
+            self._forward_one(f"{request.request_id}-{i}", ids, request)
+            for i, ids in enumerate(request.prompts))))
+
+    async def _forward_one(self, request_id: str, token_ids: list[int], request: ForwardRequest) -> PromptRows:
+        # One generated token whose own pass never runs: the capture is the prompt's rows.
+        spec = SamplingSpec(max_tokens=1, temperature=0.0, final_only=True, capture_layers=list(request.layers))
+        last = None
+        async for out in self._outputs(GenerateRequest(request_id, list(token_ids), spec)):
+            last = out
+        stream = (getattr(last, "activations", None) or {}).get("residual_stream")
+        if stream is None or tuple(stream.shape[:2]) != (len(request.layers), len(token_ids)):
+            shape = None if stream is None else tuple(stream.shape)
+            raise RuntimeError(f"vllm-lens captured {shape} for {len(request.layers)} Layers of "
+                               f"{len(token_ids)} tokens")
+        return PromptRows(list(token_ids), project(stream, request.directions), str(stream.dtype))
+
+    async def _outputs(self, request: GenerateRequest) -> AsyncIterator[Any]:
+        """vLLM's own outputs of one request, its failures classified."""
         from vllm.inputs import TokensPrompt
 
         check_lens_request(request, self._facts)
@@ -172,11 +211,9 @@ class VllmEngine(Engine):
             to_sampling_params(request.sampling), request.request_id,
             priority=request.sampling.priority,
         )
-        first, deltas = True, Deltas()
         try:
             async for out in stream:
-                yield to_engine_output(out, first, deltas if request.sampling.capture_layers else None)
-                first = False
+                yield out
         except (EngineRefused, EngineDead, EngineOutOfMemory):
             raise
         except Exception as error:  # noqa: BLE001 - classified, then re-raised

@@ -6,8 +6,6 @@
 """
 from __future__ import annotations
 
-import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +27,6 @@ def default_database_url() -> str:
     ACS_DATABASE_URL or this.
     """
     return f"sqlite+aiosqlite:///{REPO_ROOT / 'var' / 'acs.db'}"
-
-
-def database_url_from_env() -> str:
-    """Deprecated: use `Settings.ledger_url()`. Kept only for ledger/migrate.py's
-    `main` and the Alembic CLI's env.py, until they take their URL from above."""
-    warnings.warn("database_url_from_env is deprecated; use api.settings.get_settings().ledger_url()",
-                  DeprecationWarning, stacklevel=2)
-    return os.environ.get("ACS_DATABASE_URL", "").strip() or default_database_url()
 
 
 def is_sqlite(url: str) -> bool:

@@ -1,17 +1,16 @@
 """Apply the ledger's migrations from code: `await upgrade(url)`.
 
-Run `python -m ledger.migrate` to upgrade the database of ACS_DATABASE_URL.
+`python -m cluster.migrate` upgrades the database of the settings (ACS_DATABASE_URL).
 """
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection
 
-from ledger.db import database_url_from_env, is_sqlite, make_engine
+from ledger.db import is_sqlite, make_engine
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # Any fixed number: it names the lock that serializes concurrent upgrades.
@@ -45,13 +44,3 @@ def _upgrade_on(connection: Connection, config: Config, revision: str) -> None:
         connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_MIGRATION_LOCK})")
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
-
-
-def main() -> None:
-    url = database_url_from_env()
-    asyncio.run(upgrade(url))
-    print(f"ledger at head: {make_url(url).render_as_string(hide_password=True)}")
-
-
-if __name__ == "__main__":
-    main()

@@ -9,8 +9,11 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
+import numpy as np
+
 from deployments.engine import (
-    ChoiceDelta, Engine, EngineOutput, EngineState, GenerateRequest, TokenLogprob,
+    ChoiceDelta, Engine, EngineOutput, EngineRefused, EngineState, ForwardRequest, GenerateRequest, PromptRows,
+    TokenLogprob,
 )
 
 FIRST_TOKEN = 1000
@@ -18,6 +21,11 @@ FIRST_TOKEN = 1000
 
 def fake_text(token_id: int) -> str:
     return f" t{token_id}"
+
+
+def fake_row(layer: int, token_id: int, hidden_size: int) -> np.ndarray:
+    """The residual stream the fake engine reads for a token at a Layer."""
+    return layer + token_id * 1e-3 + np.arange(hidden_size, dtype=np.float32) * 1e-6
 
 
 def fake_logprob(position: int, rank: int) -> float:
@@ -33,8 +41,12 @@ class FakeEngine(Engine):
     fail_with: BaseException | None = None
     cut_after_tokens: int | None = None   # end the stream silently, unfinished
     eos_after: int | None = None          # finish with "stop" after this many tokens
+    n_layers: int = 4
+    hidden_size: int = 64
     seen: list[GenerateRequest] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
+    forwarded: list[ForwardRequest] = field(default_factory=list)
+    shut_down: bool = False
 
     async def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return ([1] if add_special_tokens else []) + [ord(c) for c in text]
@@ -80,5 +92,21 @@ class FakeEngine(Engine):
     async def abort(self, request_id: str) -> None:
         self.aborted.append(request_id)
 
+    async def forward(self, request: ForwardRequest) -> list[PromptRows]:
+        self.forwarded.append(request)
+        if any(layer >= self.n_layers for layer in request.layers):
+            raise EngineRefused(f"The model has Layers 0 to {self.n_layers - 1}.", "layers")
+        return [PromptRows(list(ids), self._rows(ids, request), "torch.float32") for ids in request.prompts]
+
+    def _rows(self, ids: list[int], request: ForwardRequest) -> np.ndarray:
+        rows = np.stack([np.stack([fake_row(layer, t, self.hidden_size) for t in ids]) for layer in request.layers])
+        return rows if request.directions is None else rows @ np.asarray(request.directions, np.float32).T
+
     def state(self) -> EngineState:
-        return EngineState(ready=True)
+        return EngineState(ready=not self.shut_down)
+
+    async def check_health(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        self.shut_down = True

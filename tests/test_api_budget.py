@@ -11,7 +11,10 @@ import pytest
 
 from api.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
 from ledger.grants import grant, set_allowance, standing
-from ledger.keys import Principal, authenticate
+from ledger.keys import (
+    ACCOUNT_SUSPENDED, KEY_DISABLED, KEY_REVOKED, Principal, authenticate, set_key_status, set_standing,
+)
+from ledger.models import KeyStatus, Standing
 from ledger.spend import set_spend_stop
 from tests.spec import assert_error
 
@@ -149,3 +152,60 @@ async def test_bad_keys_from_one_address_are_rate_limited(fake_stack: Any) -> No
     for _ in range(2):
         assert_error(await fake_stack.http.get("/v1/models", headers=bad), 401, "invalid_api_key")
     assert_error(await fake_stack.http.get("/v1/models", headers=bad), 429, "rate_limited")
+
+
+@pytest.mark.fake(first_delay_s=1.0)
+@pytest.mark.settings(long_wait_s=0.3, keepalive_s=0.1)
+async def test_a_long_answer_keeps_the_clamp_header(fake_stack: Any) -> None:
+    """Past the long wait the answer is 200 and spaces, with the admission's headers."""
+    await set_tokens(fake_stack, allowance=25)
+    r = await complete(fake_stack, max_tokens=200)
+    assert r.status_code == 200 and r.content.startswith(b" ")
+    assert r.headers["x-acs-max-tokens-clamped"] == "requested=200,applied=21,reason=budget,source=client"
+    assert r.json()["usage"]["completion_tokens"] == 21
+
+
+async def _change_key_while_it_waits(stack: Any, change: Any) -> Any:
+    """One request runs and holds the key's only place; a second waits in the line
+    while `change` is made to its key or User; the first finishes."""
+    stack.use_traffic(traffic_from_settings(None, TrafficSettings(max_running=1, max_waiting=4)))
+    who, seen = await principal(stack), len(stack.engine.seen)
+    running = asyncio.create_task(complete(stack, max_tokens=3))
+    await until(lambda: asyncio.sleep(0, len(stack.engine.seen)), lambda count: count > seen)
+    waiting = asyncio.create_task(complete(stack, max_tokens=3))
+    line = stack.services.traffic.key_line
+    await until(lambda: line.counts(str(who.key_id)), lambda counts: counts.waiting == 1)
+    async with stack.services.ledger.write_sessions() as session:
+        await change(session, who)
+        await session.commit()
+    assert (await running).status_code == 200
+    return await waiting, who
+
+
+@pytest.mark.fake(delay_s=0.2)
+@pytest.mark.parametrize("change, code, message", [
+    (lambda s, who: set_key_status(s, who.key_id, KeyStatus.revoked), "key_revoked", KEY_REVOKED),
+    (lambda s, who: set_key_status(s, who.key_id, KeyStatus.paused), "key_disabled", KEY_DISABLED),
+    (lambda s, who: _suspend(s, who), "account_suspended", ACCOUNT_SUSPENDED),
+])
+async def test_a_request_waiting_in_the_line_gets_its_keys_401(fake_stack: Any, change: Any, code: str,
+                                                                 message: str) -> None:
+    seen = len(fake_stack.engine.seen)
+    r, who = await _change_key_while_it_waits(fake_stack, change)
+    assert_error(r, 401, code, message=message, param=None, type="invalid_request_error")
+    assert len(fake_stack.engine.seen) == seen + 1  # only the first request reached Inference
+    async with fake_stack.services.sessions() as session:
+        assert (await standing(session, who.user_id, who.key_id)).allowance_used == 7  # and only it paid
+
+
+async def until(read: Any, done: Any, timeout_s: float = 30.0) -> None:
+    """Poll the coroutine `read()` until `done` holds for what it returns."""
+    async with asyncio.timeout(timeout_s):
+        while not done(await read()):
+            await asyncio.sleep(0.01)
+
+
+async def _suspend(session: Any, who: Principal) -> None:
+    from ledger.models import User
+
+    await set_standing(session, await session.get(User, who.user_id), Standing.suspended)

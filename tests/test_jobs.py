@@ -318,6 +318,28 @@ async def test_a_failed_completion_is_its_own_error_with_the_jobs_request_id(job
     assert hold.state == HoldState.released  # failed before a token: costs nothing
 
 
+@pytest.mark.fake(first_delay_s=1.0)
+@pytest.mark.settings(engine_timeout_s=0.3, long_wait_s=5.0)
+async def test_a_job_waits_for_inferences_answer_past_the_apis_wait(jobs: Jobs) -> None:
+    """POST /v1/completions gives up after the API's wait (14 minutes; 0.3 s here);
+    a Job waits up to ACS_BACKGROUND_ANSWER_WAIT_S (45 minutes) for the answer to start."""
+    r = await jobs.stack.http.post("/v1/completions", headers=jobs.stack.auth(), json=SKY)
+    assert_error(r, 504, "upstream_deadline")
+    patient = (await jobs.submit()).json()
+    jobs.runner(background_answer_wait_s=5.0)
+    assert (await jobs.wait(patient["id"], "succeeded", "failed"))["status"] == "succeeded"
+    assert (await jobs.get(patient["id"], "/result")).json()["usage"]["completion_tokens"] == 2
+
+
+@pytest.mark.fake(first_delay_s=1.0)
+@pytest.mark.settings(engine_timeout_s=5.0)
+async def test_a_job_whose_answer_does_not_start_in_time_fails_with_504(jobs: Jobs) -> None:
+    job = (await jobs.submit()).json()
+    jobs.runner(background_answer_wait_s=0.3)
+    await jobs.wait(job["id"], "failed")
+    assert_error(await jobs.get(job["id"], "/result"), 504, "upstream_deadline", request_id=job["request_id"])
+
+
 async def test_a_job_the_api_fails_to_run_is_500_job_failed(jobs: Jobs, monkeypatch: Any) -> None:
     async def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise KeyError("a bug")

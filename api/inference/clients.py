@@ -8,6 +8,9 @@ from deployments.engine import Engine, EngineOutput, EngineState, GenerateReques
 
 
 class EngineClient(Protocol):
+    """The API's view of an `Engine` (deployments/engine.py), in this process or
+    behind a handle: the methods of the same names, with the same contracts."""
+
     def generate(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]: ...
 
     async def abort(self, request_id: str) -> None: ...
@@ -26,8 +29,7 @@ class LocalEngineClient:
         await self.engine.abort(request_id)
 
     async def state(self) -> EngineState:
-        state = getattr(self.engine, "state", None)
-        return state() if state else EngineState(ready=True)
+        return self.engine.state()
 
 
 class HandleEngineClient:

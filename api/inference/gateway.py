@@ -81,7 +81,6 @@ class ModelGateway:
         self.breaker = breaker or CircuitBreaker()
         self.in_flight = 0
         self._place_freed = asyncio.Condition()
-        self.last_answer_at: float | None = None
         self.waiting_since: float | None = None
 
     def _admit(self) -> None:
@@ -119,7 +118,6 @@ class ModelGateway:
     def _record(self, error: errors.ApiError | None) -> None:
         if error is None:
             self.breaker.record_success()
-            self.last_answer_at = asyncio.get_running_loop().time()
         elif counts_as_failure(error):
             self.breaker.record_failure()
 

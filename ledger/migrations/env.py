@@ -17,7 +17,7 @@ from sqlmodel import SQLModel
 import ledger.models  # noqa: F401  (registers the tables on SQLModel.metadata)
 import ledger.idempotency  # noqa: F401  (its table too)
 from ledger.coltypes import UtcDateTime
-from ledger.db import database_url_from_env, make_engine
+from ledger.db import make_engine
 
 config = context.config
 target_metadata = SQLModel.metadata
@@ -28,7 +28,12 @@ if config.config_file_name is not None and "connection" not in config.attributes
 
 
 def _url() -> str:
-    return config.get_main_option("sqlalchemy.url") or database_url_from_env()
+    """The ledger's URL: from `ledger.migrate`, or the CLI's `-x url=...`."""
+    url = config.get_main_option("sqlalchemy.url") or context.get_x_argument(as_dictionary=True).get("url")
+    if not url:
+        raise SystemExit("Name the ledger: alembic -x url=postgresql+asyncpg://... upgrade head "
+                         "(or run python -m cluster.migrate, which reads ACS_DATABASE_URL).")
+    return url
 
 
 def _render_item(kind: str, obj: Any, _context: Any) -> str | bool:
