@@ -107,15 +107,19 @@ async def sqlite_sessions(tmp_path_factory: pytest.TempPathFactory) -> AsyncIter
 
 
 @pytest_asyncio.fixture
-async def fake_stack(pg_sessions: Any, request: pytest.FixtureRequest) -> AsyncIterator[ApiStack]:
-    """The API over a FakeEngine; `@pytest.mark.fake(delay_s=...)` and
-    `@pytest.mark.settings(...)` configure it."""
+async def fake_stack(sqlite_sessions: Any, pg_sessions: Any, request: pytest.FixtureRequest) -> AsyncIterator[ApiStack]:
+    """The API over a FakeEngine, on the embedded default's SQLite ledger;
+    `@pytest.mark.postgres` puts it on PostgreSQL, for what tests the ledger's
+    locks and pool. `@pytest.mark.fake(delay_s=...)` and `@pytest.mark.settings(...)`
+    configure the engine and the API."""
     from tests.fakes import FakeEngine
 
     fake_marker = request.node.get_closest_marker("fake")
     settings_marker = request.node.get_closest_marker("settings")
+    on_postgres = request.node.get_closest_marker("postgres") is not None
+    sessions = pg_sessions if on_postgres else sqlite_sessions
     engine = FakeEngine(**(fake_marker.kwargs if fake_marker else {}))
-    stack = await build_stack(engine, pg_sessions, **(settings_marker.kwargs if settings_marker else {}))
+    stack = await build_stack(engine, sessions, **(settings_marker.kwargs if settings_marker else {}))
     yield stack
     await stack.http.aclose()
 

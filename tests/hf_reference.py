@@ -13,6 +13,8 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+SKY_IDS = [128000, 791, 13180, 374]  # "The sky is" with the Llama 3.1 tokenizer
+
 
 @contextlib.contextmanager
 def steered(model: Any, adds: dict[int, np.ndarray]) -> Iterator[None]:

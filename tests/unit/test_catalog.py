@@ -129,4 +129,4 @@ def test_models_dir_setting(monkeypatch, tmp_path):
 
     monkeypatch.setenv("ACS_MODELS_DIR", str(tmp_path))
     assert models_dir(Settings().models_dir) == Path(tmp_path).resolve()
-    assert models_dir(None) == Path(__file__).resolve().parents[1] / "models"
+    assert models_dir(None) == Path(__file__).resolve().parents[2] / "models"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.spec import assert_error
-from tests.test_api_budget import set_tokens
+from tests.accounts import set_tokens
 
 SKY = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2}
 

@@ -20,7 +20,7 @@ from sqlmodel import select
 from ledger.models import Hold, Work
 from tests.serve_fixtures import ServeInstance, run_async
 
-PROGRAMS = Path(__file__).resolve().parent / "spec_programs"
+PROGRAMS = Path(__file__).resolve().parents[1] / "spec_programs"
 
 
 @pytest.fixture(scope="module")

@@ -9,19 +9,9 @@ import pytest
 import torch
 
 from deployments.tensor_codec import decode
-from deployments.catalog import load_catalog
-from tests.hf_reference import greedy, reference
+from tests.hf_reference import SKY_IDS, greedy, reference
 from tests.spec import assert_error, validate
 
-SKY_IDS = [128000, 791, 13180, 374]
-
-
-@pytest.fixture(scope="module")
-def hf_model() -> Any:
-    from transformers import AutoModelForCausalLM
-
-    path = load_catalog("test").models["tiny-llama"].weights_path()
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
 def test_the_reference_agrees_with_hidden_states_below_the_last_layer(hf_model: Any) -> None:
@@ -74,7 +64,7 @@ async def test_a_stream_carries_the_activations_in_a_last_chunk(real_stack: Any)
 
 async def test_a_misfit_answer_is_502_and_costs_nothing(real_stack: Any, monkeypatch: Any) -> None:
     from api.completions.assembly import CompletionAssembly
-    from tests.test_api_budget import left
+    from tests.accounts import left
 
     original = CompletionAssembly.add
 

@@ -145,7 +145,7 @@ async def test_two_hundred_requests_never_spend_more_than_there_is(real_stack: A
     import asyncio
 
     from api.traffic.limits import TrafficSettings, traffic_from_settings
-    from tests.test_api_budget import left, set_tokens
+    from tests.accounts import left, set_tokens
 
     # The per-key line would answer queue_full past 16 + 64: give this test room.
     real_stack.use_traffic(traffic_from_settings(None, TrafficSettings(max_waiting=256)))

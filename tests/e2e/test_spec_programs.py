@@ -33,7 +33,7 @@ from deployments.tensor_codec import decode, encode, encode_torch
 from tests.serve_fixtures import ServeInstance
 from tests.spec import SHARED_SPEC, shared_spec
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 PROGRAMS = HERE / "spec_programs"
 SHIMS = HERE / "shims"
 SHARED_DOCS = SHARED_SPEC / "docs.md"

@@ -9,9 +9,8 @@ import pytest
 
 from deployments.tensor_codec import decode
 from deployments.engine import EngineRefused, GenerateRequest, SamplingSpec, Steer
+from tests.hf_reference import SKY_IDS, greedy, reference
 from tests.spec import assert_error
-from tests.hf_reference import greedy, reference
-from tests.test_activations_engine import SKY_IDS, hf_model  # noqa: F401
 
 RNG = np.random.default_rng(0)
 V = RNG.standard_normal(64).astype(np.float32)

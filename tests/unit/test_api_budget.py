@@ -10,38 +10,17 @@ from typing import Any
 import pytest
 
 from api.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
-from ledger.grants import grant, set_allowance, standing
+from ledger.grants import standing
 from ledger.keys import (
-    ACCOUNT_SUSPENDED, KEY_DISABLED, KEY_REVOKED, Principal, authenticate, set_key_status, set_standing,
+    ACCOUNT_SUSPENDED, KEY_DISABLED, KEY_REVOKED, Principal, set_key_status, set_standing,
 )
 from ledger.models import KeyStatus, Standing
 from ledger.spend import set_spend_stop
+from tests.accounts import left, principal, set_tokens
 from tests.spec import assert_error
 
 SKY = {"model": "llama-8b", "prompt": "The sky is"}
 ASK_MORE = " Ask for more tokens at https://v2.infra.acsresearch.org/usage/request."
-
-
-async def principal(stack: Any) -> Principal:
-    async with stack.services.sessions() as session:
-        return await authenticate(session, f"Bearer {stack.key}")
-
-
-async def set_tokens(stack: Any, allowance: int | None = None, budget: int = 0, key_budget: int = 0) -> Principal:
-    who = await principal(stack)
-    async with stack.services.ledger.write_sessions() as session:
-        await set_allowance(session, who.user_id, allowance)
-    for tokens, key_id in ((budget, None), (key_budget, who.key_id)):
-        if tokens:
-            async with stack.services.ledger.write_sessions() as session:
-                await grant(session, who.user_id, tokens, key_id=key_id)
-    return who
-
-
-async def left(stack: Any) -> Any:
-    who = await principal(stack)
-    async with stack.services.sessions() as session:
-        return await standing(session, who.user_id, who.key_id)
 
 
 async def complete(stack: Any, **fields: Any) -> Any:

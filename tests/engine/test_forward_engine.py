@@ -7,25 +7,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
-from deployments.catalog import load_catalog
 from deployments.engine import EngineRefused, ForwardRequest, GenerateRequest, SamplingSpec
 from deployments.tensor_codec import decode
 from tests.fakes import FakeEngine, fake_row
-from tests.hf_reference import reference
+from tests.hf_reference import SKY_IDS, reference
 
-SKY_IDS = [128000, 791, 13180, 374]
 # Prompts of different lengths in one batch: a row of one must never land in another.
 PROMPTS = [SKY_IDS, [128000, 13347], [128000, 791, 13180, 374, 6437, 13, 578, 7160, 374]]
-
-
-@pytest.fixture(scope="module")
-def hf_model() -> Any:
-    from transformers import AutoModelForCausalLM
-
-    path = load_catalog("test").models["tiny-llama"].weights_path()
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
 
 
 async def test_each_prompt_gets_its_own_rows_equal_to_the_reference(tiny_engine: Any, hf_model: Any) -> None:

@@ -27,7 +27,10 @@ from ledger.keys import Principal, authenticate, create_api_key, create_user, se
 from ledger.models import Hold, HoldState, KeyStatus, Standing, User, Work, WorkStatus
 from ledger.spend import set_spend_stop
 from tests.spec import assert_error, validate
-from tests.test_api_budget import left, principal
+from tests.accounts import left, principal
+
+# The claim's locks (FOR UPDATE SKIP LOCKED across Runner replicas) are PostgreSQL's.
+pytestmark = pytest.mark.postgres
 
 SKY = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2}
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00$")
