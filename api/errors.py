@@ -250,3 +250,51 @@ class JobFailed(ApiError):
 
 class JobCapacity(ApiError):
     status, type, code, should_retry = 429, "invalid_request_error", "job_capacity", False
+
+
+# Harvest download links ------------------------------------------------------------
+# The spec names no code for these: a link's own 403s, so that a program can tell an
+# expired link (read the harvest again for new ones) from one that was altered.
+class HarvestLinkRefused(ApiError):
+    status, type, code = 403, "invalid_request_error", "link_invalid"
+
+
+class HarvestLinkExpired(HarvestLinkRefused):
+    code = "link_expired"
+
+
+class HarvestLinkInvalid(HarvestLinkRefused):
+    code = "link_invalid"
+
+
+class RangeNotSatisfiable(ApiError):
+    status, type, code = 416, "invalid_request_error", None
+
+
+# Harvests ---------------------------------------------------------------------------
+class HarvestUnsupported(ApiError):
+    """A served model that takes no harvests; `param` is `model`."""
+
+    status, type, code = 400, "invalid_request_error", "harvest_unsupported"
+
+
+class HarvestJobNotFound(ApiError):
+    status, type, code = 404, "invalid_request_error", "harvest_job_not_found"
+
+
+class HarvestNotCancellable(ApiError):
+    status, type, code, should_retry = 409, "invalid_request_error", "harvest_not_cancellable", False
+
+
+class HarvestQuotaExceeded(ApiError):
+    """The key started its most harvests this UTC month: waiting a little changes nothing."""
+
+    status, type, code, should_retry = 429, "invalid_request_error", "harvest_quota_exceeded", False
+
+
+class HarvestConcurrencyExceeded(ApiError):
+    status, type, code, retry_after = 429, "invalid_request_error", "harvest_concurrency_exceeded", 30
+
+
+class HarvestCapacityExceeded(ApiError):
+    status, type, code, retry_after = 429, "invalid_request_error", "harvest_capacity_exceeded", 30
