@@ -248,12 +248,14 @@ async def fail_queued(session: AsyncSession, work_id: uuid.UUID, result: Result,
 
 
 async def cancel(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, kind: WorkKind, now: datetime,
-                 kept_for: timedelta) -> Work | None:
+                 kept_for: timedelta, *, running_end: HoldEnd = WHOLE, result_body: str | None = None) -> Work | None:
     """Cancel a queued or running row of the User; an ended row stays as it is.
 
-    A running attempt pays its whole Hold, as a request without a stream
-    that stopped after it reached Inference does; its Runner sees the row
-    change and stops the request.
+    A running attempt's Hold ends by `running_end`: for a Job its whole Hold,
+    as a request without a stream that stopped after it reached Inference
+    pays; a harvest pays it only once its GPU run started (ledger/harvests.py).
+    Its Runner sees the row change and stops the work. `result_body`, when
+    given, is the cancelled row's body (a harvest's charged tokens).
     """
     work = await _locked(session, work_id, user_id)
     if work is None or work.kind != kind:
@@ -262,7 +264,9 @@ async def cancel(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, 
     if work.status in ENDED:
         return await _detached(session, work)
     if work.status == WorkStatus.running:
-        await _end_attempt_hold(session, work, WHOLE, now)
+        await _end_attempt_hold(session, work, running_end, now)
+    if result_body is not None:
+        work.result_body = result_body
     work.cancel_requested = True
     work.status, work.finished_at = WorkStatus.cancelled, now
     work.lease_owner, work.lease_until = "", None

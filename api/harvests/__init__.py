@@ -1,0 +1,1 @@
+"""Harvests: the routes of POST/GET/DELETE /v1/harvest and the download route of their files."""
