@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     # The most the API waits for Inference's answer, or between two chunks.
     engine_timeout_s: float = 14 * 60.0
     max_body_bytes: int = 8 * 1024 * 1024
+    # POST /v1/harvest alone takes up to 50 MiB (its prompts and directions).
+    harvest_max_body_bytes: int = 50 * 1024 * 1024
     breaker_failures: int = 5
     breaker_open_s: float = 60.0
     max_in_flight_per_model: int = 100
