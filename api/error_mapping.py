@@ -7,7 +7,9 @@ failure, the API's 500).
 """
 from __future__ import annotations
 
+import contextlib
 import re
+from typing import Iterator
 
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -48,3 +50,12 @@ def as_api_error(error: BaseException) -> errors.ApiError | None:
         # SQLAlchemy's "QueuePool limit ... reached": no connection, so nothing ran.
         return errors.DbPoolExhausted(errors.DB_POOL_EXHAUSTED_MESSAGE)
     return None
+
+
+@contextlib.contextmanager
+def as_api_errors() -> Iterator[None]:
+    """Around the API's calls of the checks below it: their refusals raise as 400s."""
+    try:
+        yield
+    except EngineRefused as refusal:
+        raise refusal_error(refusal) from None

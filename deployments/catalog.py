@@ -16,7 +16,7 @@ import json
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -131,7 +131,12 @@ class ModelSpec(_Strict):
     autoscaling: AutoscalingSpec = AutoscalingSpec()
     ray_actor_options: RayActorOptions = RayActorOptions()
     default: bool = False
+    # Harvests: whether the model takes them, its class for the caps (the
+    # spec's "small models", llama-8b, and "large models", 405B and Trinity),
+    # and the time limit of one GPU run.
     harvest: bool = True
+    harvest_class: Literal["small", "large"] = "small"
+    harvest_time_limit_s: float = Field(default=60 * 60.0, gt=0)
     # YAML key `capabilities`: facts and limit overrides. The API's dict is
     # the method capabilities(), so the field takes another Python name.
     overrides: CapabilityOverrides = Field(

@@ -67,6 +67,8 @@ class User(SQLModel, table=True):
     )
     # None: the platform's default allowance (the spec's 5,000,000 a month).
     monthly_allowance: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
+    # Harvests that each of the User's keys may start in a UTC month; None: the spec's 200.
+    harvest_quota: int | None = Field(default=None, sa_column=Column(Integer(), nullable=True))
     created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
 
 
@@ -308,3 +310,25 @@ Index("ix_work_kind_status_created_at", Work.__table__.c.kind, Work.__table__.c.
 Index("ix_work_user_id_kind_status", Work.__table__.c.user_id, Work.__table__.c.kind, Work.__table__.c.status)
 Index("ix_work_key_id_kind_status", Work.__table__.c.key_id, Work.__table__.c.kind, Work.__table__.c.status)
 Index("ix_work_status_lease_until", Work.__table__.c.status, Work.__table__.c.lease_until)
+
+
+class Harvest(SQLModel, table=True):
+    """What a harvest adds to its `work` row (kind `harvest`): its size, its
+    Hold's worth, the Ray run the Runner follows, and how far that run got.
+
+    The row's status is the harvest's (queued is `pending`, succeeded is
+    `done`); its result body is the run's result, or why it failed.
+    """
+
+    __tablename__ = "harvests"
+
+    work_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("work.id"), primary_key=True))
+    model_class: str = Field(sa_column=Column(String(16), nullable=False))  # small | large (the caps)
+    n_prompts: int = Field(sa_column=Column(Integer(), nullable=False))
+    reserved_tokens: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    layers: str = Field(sa_column=Column(Text(), nullable=False))  # JSON list, ascending
+    # The name of the run's actor in the Ray cluster: a restarted Runner follows it.
+    run_name: str = Field(default="", sa_column=Column(String(100), nullable=False, default=""))
+    # When the GPU run started (the spec's started_at); None: it never started.
+    gpu_started_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    prompts_done: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))

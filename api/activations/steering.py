@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from api.errors import InvalidRequest
-from api.refusals import as_api_errors
+from api.error_mapping import as_api_errors
 from deployments.checks import STEERING_PARAM, check_layers, check_reach, check_shape
 from deployments.engine import Steer
 from deployments.tensor_codec import TensorError, decode

@@ -17,7 +17,7 @@ from typing import Callable
 from api.completions.request import CompletionRequest, PlannedRequest
 from api.completions.validation import Msg
 from api.errors import ContextLengthExceeded, DeadlineInfeasible, InvalidRequest
-from api.refusals import as_api_errors
+from api.error_mapping import as_api_errors
 from deployments.checks import ModelInfo, check_layers
 
 MAX_CHOICES = 128

@@ -18,9 +18,9 @@ import pytest
 from sqlmodel import select
 
 from ledger.models import Hold, Work
+from tests.programs import PROGRAMS
 from tests.serve_fixtures import ServeInstance, run_async
 
-PROGRAMS = Path(__file__).resolve().parents[1] / "spec_programs"
 
 
 @pytest.fixture(scope="module")

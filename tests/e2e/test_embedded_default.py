@@ -18,7 +18,7 @@ from deployments.tensor_codec import decode
 from deployments.catalog import load_catalog
 from tests.hf_reference import greedy, reference
 from tests.serve_fixtures import ServeInstance
-from tests.test_spec_programs import run_program
+from tests.programs import run_program
 
 pytestmark = pytest.mark.slow
 PROMPT = "The capital of France is"

@@ -30,12 +30,11 @@ import torch
 import zstandard
 
 from deployments.tensor_codec import decode, encode, encode_torch
+from tests.programs import PROGRAMS, SHIMS, TESTS, run_program
 from tests.serve_fixtures import ServeInstance
 from tests.spec import SHARED_SPEC, shared_spec
 
-HERE = Path(__file__).resolve().parents[1]  # tests/
-PROGRAMS = HERE / "spec_programs"
-SHIMS = HERE / "shims"
+HERE = TESTS
 SHARED_DOCS = SHARED_SPEC / "docs.md"
 # The spec's docs.md: ACS_SPEC_DOCS, the project's shared spec beside the
 # checkout, or the copy kept here (as api/openapi.json is) for a bare clone.
@@ -145,14 +144,6 @@ def test_the_shim_reads_what_python_3_14_reads() -> None:
     assert zstd.decompress(frame + zstd.compress(b"tail")) == data + b"tail"
     unsized = zstandard.ZstdCompressor(write_content_size=False).compressobj()
     assert zstd.decompress(unsized.compress(data) + unsized.flush()) == data
-
-
-def run_program(name: str, base: str, key: str) -> str:
-    env = {**os.environ, "ACS_API_BASE": base, "ACS_API_KEY": key, "PYTHONPATH": str(SHIMS)}
-    done = subprocess.run([sys.executable, str(PROGRAMS / f"{name}.py")], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def printed(output: str) -> list[Any]:

@@ -371,8 +371,8 @@ async def test_usage_refusals(cli):
 
 
 # Background work ----------------------------------------------------------------------
-async def test_work_list_cancel_and_capacity(cli, money):
-    from ledger.models import Work, WorkQueue, WorkStatus
+async def alice_with_a_queued_job(cli, money):
+    from ledger.models import Work
 
     (key_id,) = make_user(cli, "alice", "laptop")
     alice = await user_id(money, "alice")
@@ -380,6 +380,13 @@ async def test_work_list_cancel_and_capacity(cli, money):
         session.add(Work(kind="job", user_id=alice, key_id=uuid.UUID(key_id), model="llama-8b",
                          model_id="tiny-llama", request="{}", request_id="req_job_1"))
         await session.commit()
+    return alice, key_id
+
+
+async def test_work_list_cancel_and_capacity(cli, money):
+    from ledger.models import Work, WorkQueue, WorkStatus
+
+    alice, key_id = await alice_with_a_queued_job(cli, money)
     (row,) = table(ok(cli, "work", "list", "--user", "alice"))
     assert (row["KIND"], row["MODEL"], row["STATUS"], row["ATTEMPTS"], row["RESULT"]) == (
         "job", "llama-8b", "queued", "0", "-")
@@ -515,14 +522,8 @@ async def test_usage_json(cli, money):
 
 
 async def test_work_list_and_spend_show_json(cli, money):
-    from ledger.models import Work
 
-    (key_id,) = make_user(cli, "alice", "laptop")
-    alice = await user_id(money, "alice")
-    async with money() as session:
-        session.add(Work(kind="job", user_id=alice, key_id=uuid.UUID(key_id), model="llama-8b",
-                         model_id="tiny-llama", request="{}", request_id="req_job_1"))
-        await session.commit()
+    alice, key_id = await alice_with_a_queued_job(cli, money)
     (row,) = as_json(cli, "work", "list", "--user", "alice")["work"]
     assert {k: row[k] for k in ("kind", "user_id", "key_id", "model", "status", "attempts", "started_at",
                                 "finished_at", "result_status")} == {

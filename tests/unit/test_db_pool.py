@@ -55,21 +55,27 @@ def test_the_pool_timeout_maps_to_db_pool_exhausted():
     assert as_api_error(RuntimeError("boom")) is None
 
 
+async def busy_then_free(stack, engine, pg_sessions, streamed):
+    """A request while the test holds the pool's only connection, then one after."""
+    try:
+        taken = await engine.connect()
+        try:
+            response = await post(stack, stream=streamed)
+        finally:
+            await taken.close()
+        assert_busy(response)
+        assert await holds_of(pg_sessions, response.headers["x-request-id"]) == []
+        # The places in the key's line and at the model were given back too.
+        assert (await post(stack, stream=streamed)).status_code == 200
+    finally:
+        await stack.http.aclose()
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_a_busy_pool_at_the_key_check(pg_sessions, streamed):
     async with tiny_pool(pg_sessions) as engine:
         stack = await build_stack(FakeEngine(), session_factory(engine))
-        try:
-            taken = await engine.connect()  # the pool's only connection
-            try:
-                response = await post(stack, stream=streamed)
-            finally:
-                await taken.close()
-            assert_busy(response)
-            assert await holds_of(pg_sessions, response.headers["x-request-id"]) == []
-            assert (await post(stack, stream=streamed)).status_code == 200
-        finally:
-            await stack.http.aclose()
+        await busy_then_free(stack, engine, pg_sessions, streamed)
 
 
 @pytest.mark.parametrize("streamed", [False, True])
@@ -79,15 +85,4 @@ async def test_a_busy_pool_at_the_hold(pg_sessions, streamed):
     ledger = stack.services.ledger
     async with tiny_pool(pg_sessions) as engine:
         ledger.write_sessions = session_factory(engine)
-        try:
-            taken = await engine.connect()
-            try:
-                response = await post(stack, stream=streamed)
-            finally:
-                await taken.close()
-            assert_busy(response)
-            assert await holds_of(pg_sessions, response.headers["x-request-id"]) == []
-            # The places in the key's line and at the model were given back too.
-            assert (await post(stack, stream=streamed)).status_code == 200
-        finally:
-            await stack.http.aclose()
+        await busy_then_free(stack, engine, pg_sessions, streamed)

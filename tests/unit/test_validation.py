@@ -12,7 +12,7 @@ from api.completions.planning import hold_tokens, plan, steering_numbers
 from api.completions.request import CompletionRequest
 from api.completions.validation import parse_completion_request
 from api.errors import ApiError, ContextLengthExceeded, DeadlineInfeasible, InvalidRequest
-from api.refusals import as_api_errors
+from api.error_mapping import as_api_errors
 from deployments.checks import check_layers
 
 SKY = [128000, 791, 13180, 374]
