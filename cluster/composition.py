@@ -62,9 +62,10 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
 
 def handler_types() -> list[type]:
     """The kinds of background work this platform runs: one handler class each."""
+    from api.harvests.handler import HarvestHandler
     from api.jobs.handler import JobHandler
 
-    return [JobHandler]
+    return [JobHandler, HarvestHandler]
 
 
 def handlers(services: Services) -> list[WorkHandler]:

@@ -178,3 +178,36 @@ async def set_quota(session: AsyncSession, user_id: uuid.UUID, quota: int | None
     """The harvests each key of the User may start in a UTC month; None: the default."""
     await session.execute(update(User).where(User.id == user_id).values(harvest_quota=quota))
     await session.commit()
+
+
+# -- the Runner's side: the run it follows and how far it got ----------------------------------------------
+
+
+async def load(session: AsyncSession, work_id: uuid.UUID) -> Harvest:
+    harvest = (await session.exec(select(Harvest).where(Harvest.work_id == work_id))).one()
+    session.expunge(harvest)
+    await session.rollback()
+    return harvest
+
+
+async def record_run(session: AsyncSession, work_id: uuid.UUID, owner: str, *, run_name: str | None = None,
+                     prompts_done: int | None = None, gpu_started_at: datetime | None = None) -> bool:
+    """Write what the run reports while `owner` runs the row; False when the row is
+    no longer its (cancelled, or its lease lapsed). A GPU start is written once."""
+    mine = (await session.exec(select(Work.id).where(
+        Work.id == work_id, Work.status == WorkStatus.running, Work.lease_owner == owner).with_for_update())).first()
+    if mine is None:
+        await session.rollback()
+        return False
+    values: dict = {}
+    if run_name is not None:
+        values["run_name"] = run_name
+    if prompts_done is not None:
+        values["prompts_done"] = prompts_done
+    if values:
+        await session.execute(update(Harvest).where(Harvest.work_id == work_id).values(**values))
+    if gpu_started_at is not None:
+        await session.execute(update(Harvest).where(
+            Harvest.work_id == work_id, Harvest.gpu_started_at.is_(None)).values(gpu_started_at=gpu_started_at))
+    await session.commit()
+    return True

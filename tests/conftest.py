@@ -144,7 +144,7 @@ async def real_stack(tiny_engine: Any, pg_sessions: Any) -> AsyncIterator[ApiSta
 
 
 @pytest.fixture(scope="session")
-def serve_instance() -> Iterator[Any]:
+def serve_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Ray and Serve on 127.0.0.1, once per session; modules add applications."""
     import ray
     from ray import serve
@@ -156,6 +156,8 @@ def serve_instance() -> Iterator[Any]:
     # Ray workers inherit this process's environment: the ingress reads these.
     # The ingress keeps its traffic state in Redis, as several replicas would.
     os.environ.update(ACS_DATABASE_URL=url, ACS_REDIS_URL=os.environ.get("ACS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    # Harvests write their files here, not into the checkout's var/.
+    os.environ["ACS_HARVEST_STORAGE"] = str(tmp_path_factory.mktemp("harvests"))
     # A Runner killed in a test is found by its lapsed lease within seconds.
     os.environ.setdefault("ACS_RUNNER_LEASE_S", "4")
     start_local_ray(num_cpus=2)

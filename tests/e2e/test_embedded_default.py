@@ -7,6 +7,7 @@ Slow (a minute or two on a CPU): `-m "not slow"` leaves it out.
 from __future__ import annotations
 
 import ast
+import os
 from typing import Any, Iterator
 
 import httpx
@@ -132,3 +133,27 @@ def test_the_contrast_cookbook_steers_the_text(embedded: tuple[str, str]) -> Non
     plain = complete(embedded, prompt="My advice for your first day at a new job is", max_tokens=16)
     assert texts[0] == plain["choices"][0]["text"]  # scale 0 adds nothing: not one number changes
     assert texts[8] != texts[0]
+
+
+def test_the_cookbooks_harvest_script_runs_as_it_is(embedded: tuple[str, str], smollm2: Any, tmp_path: Any) -> None:
+    """harvest.sh reads Layers 8, 16 and 24: the embedded default has 30."""
+    import subprocess
+
+    from safetensors.torch import load_file
+
+    from tests.programs import PROGRAMS
+
+    base, key = embedded
+    env = {**os.environ, "ACS_API_BASE": base, "ACS_API_KEY": key}
+    done = subprocess.run(["sh", str(PROGRAMS / "harvest.sh")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert " is done" in done.stderr and "Downloaded the files into harvest-" in done.stderr
+    (folder,) = tmp_path.glob("harvest-*")
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "shard_00000.safetensors",
+                                                       "stats.safetensors"]
+    tensors = load_file(folder / "shard_00000.safetensors")
+    assert tensors["prompt_0"].dtype == torch.bfloat16 and tuple(tensors["prompt_0"].shape)[::2] == (3, 576)
+    tokenizer = smollm2[1]
+    assert [tensors[f"tokens_{i}"].tolist() for i in (0, 1)] == [
+        tokenizer(text)["input_ids"] for text in ("The sky is", "Grass is")]
