@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.completions.router import router as completions_router
 from api.errors_http import UnexpectedErrorMiddleware, install_error_handlers
+from api.harvests.router import router as harvests_router
 from api.health.router import router as health_router
 from api.jobs.router import router as jobs_router
 from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
@@ -18,14 +19,14 @@ from api.models.router import router as models_router
 SPEC = Path(__file__).with_name("openapi.json")
 EXPOSED_HEADERS = [
     "X-Request-Id", "Retry-After", "retry-after-ms", "X-Should-Retry", "X-Acs-Max-Tokens-Clamped",
-    "Location", "Allow", "X-Acs-Longpoll",
+    "Location", "Allow", "X-Acs-Longpoll", "X-Acs-Harvest-Progress",
 ]
 
 
 def create_app() -> FastAPI:
     app = FastAPI(title="ACS Base-model API", openapi_url=None, docs_url=None, redoc_url=None)
     install_error_handlers(app)
-    for router in (completions_router, jobs_router, models_router, health_router):
+    for router in (completions_router, jobs_router, harvests_router, models_router, health_router):
         app.include_router(router)
 
     @app.get("/openapi.json")

@@ -8,6 +8,7 @@ settings and hands them down as an `AdminConfig`, as the ledger reads none.
     python -m cluster.admin user show NAME_OR_ID [--json]
     python -m cluster.admin user suspend|restore NAME_OR_ID
     python -m cluster.admin user allowance NAME_OR_ID TOKENS|default
+    python -m cluster.admin user harvest-quota NAME_OR_ID N|default
     python -m cluster.admin key create --user NAME_OR_ID --name KEYNAME
     python -m cluster.admin key list --user NAME_OR_ID [--all] [--json]
     python -m cluster.admin key show KEY_ID_OR_KEY [--json]
@@ -46,7 +47,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from ledger import grants, keys, usage, work
+from ledger import grants, harvests, keys, usage, work
 from ledger.coltypes import utcnow
 from ledger.db import is_sqlite, make_engine, session_factory
 from ledger.errors import LedgerError, NameRefused, NotFound, StatusChangeRefused
@@ -119,6 +120,19 @@ async def user_allowance(session: AsyncSession, args: argparse.Namespace, config
     await grants.set_allowance(session, user.id, tokens)
     shown = f"the default, {config.monthly_allowance}" if tokens is None else str(tokens)
     print(f"The monthly allowance of {user.name!r} is {shown} tokens.")
+
+
+async def user_harvest_quota(session: AsyncSession, args: argparse.Namespace, config: AdminConfig) -> None:
+    """The harvests that each key of the user may start in a UTC month (the spec: 200)."""
+    text = args.count.strip().lower()
+    if text != "default" and not text.isdigit():
+        raise LedgerError(f"{args.count!r} is not a number of harvests (0 or more) or `default`.")
+    quota = None if text == "default" else int(text)
+    user = await keys.find_user(session, args.user)
+    await harvests.set_quota(session, user.id, quota)
+    shown = f"the default, {harvests.DEFAULT_MONTHLY_QUOTA}," if quota is None else str(quota)
+    print(f"Each API key of {user.name!r} may start {shown} {'harvest' if quota == 1 else 'harvests'} "
+          "a UTC month.")
 
 
 async def user_show(session: AsyncSession, args: argparse.Namespace, config: AdminConfig) -> None:
@@ -230,22 +244,33 @@ async def work_list(session: AsyncSession, args: argparse.Namespace, config: Adm
     user_id = (await keys.find_user(session, args.user)).id if args.user else None
     status = WorkStatus(args.status) if args.status else None
     rows = await work.listing(session, user_id=user_id, status=status, limit=args.limit)
+    # A harvest's progress: how many of its prompts its GPU run has read.
+    progress = await harvests.progress(session, [row.id for row in rows])
     if args.json:
-        return _print_json({"work": [_work_json(row) for row in rows]})
-    header = ("ID", "KIND", "MODEL", "STATUS", "ATTEMPTS", "CREATED", "STARTED", "FINISHED", "RESULT")
+        return _print_json({"work": [_work_json(row, progress.get(row.id)) for row in rows]})
+    header = ("ID", "KIND", "MODEL", "STATUS", "ATTEMPTS", "CREATED", "STARTED", "FINISHED", "RESULT", "PROGRESS")
     _print_table(header, [(str(row.id), row.kind.value, row.model, row.status.value, str(row.attempts),
                            _when(row.created_at), _when(row.started_at), _when(row.finished_at),
-                           "-" if row.result_status is None else str(row.result_status)) for row in rows])
+                           "-" if row.result_status is None else str(row.result_status),
+                           _progress(progress.get(row.id))) for row in rows])
+
+
+def _progress(found: tuple[int, int] | None) -> str:
+    return "-" if found is None else f"prompts={found[0]}/{found[1]}"
 
 
 async def work_cancel(session: AsyncSession, args: argparse.Namespace, config: AdminConfig) -> None:
-    """As the User's own cancel: a running request stops and pays its whole Hold."""
+    """As the User's own cancel: a running request stops and pays its whole Hold; a harvest
+    pays it only when its GPU run started."""
     row = await session.get(Work, _work_id(args.work_id))
     if row is None:
         raise NotFound(f"No background work has the id {args.work_id}.")
     work_id, user_id, kind = row.id, row.user_id, row.kind
     await session.rollback()
-    row = await work.cancel(session, work_id, user_id, kind, config.clock(), config.job_result_kept)
+    if kind == WorkKind.harvest:
+        row, _ = await harvests.cancel(session, work_id, user_id, config.clock())
+    else:
+        row = await work.cancel(session, work_id, user_id, kind, config.clock(), config.job_result_kept)
     print(f"{row.id}\t{row.status.value}")
 
 
@@ -443,11 +468,12 @@ def _hold_json(held: usage.RunningHold) -> dict[str, Any]:
             "model": held.model, "source": held.source.value, "tokens": held.tokens}
 
 
-def _work_json(row: Work) -> dict[str, Any]:
+def _work_json(row: Work, progress: tuple[int, int] | None = None) -> dict[str, Any]:
     return {"id": str(row.id), "kind": row.kind.value, "user_id": str(row.user_id), "key_id": str(row.key_id),
             "model": row.model, "status": row.status.value, "attempts": row.attempts,
             "created_at": _iso(row.created_at), "started_at": _iso(row.started_at),
-            "finished_at": _iso(row.finished_at), "result_status": row.result_status}
+            "finished_at": _iso(row.finished_at), "result_status": row.result_status,
+            "progress": None if progress is None else {"prompts_done": progress[0], "n_prompts": progress[1]}}
 
 
 def _print_fields(pairs: Sequence[tuple[str, str]]) -> None:
@@ -472,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_token_commands(nouns)
     _add_spend_commands(_verbs(nouns, "spend", "the spend stop: while locked, no new GPU work starts"))
     _add_usage_command(nouns)
-    _add_work_commands(_verbs(nouns, "work", "background work: Jobs"))
+    _add_work_commands(_verbs(nouns, "work", "background work: Jobs and harvests"))
     return parser
 
 
@@ -516,6 +542,11 @@ def _add_user_commands(verbs: argparse._SubParsersAction) -> None:
     allowance.add_argument("user", metavar="NAME_OR_ID")
     allowance.add_argument("tokens", metavar="TOKENS|default")
     allowance.set_defaults(run=user_allowance)
+    quota = verbs.add_parser("harvest-quota", help="set how many harvests each key of a user may start "
+                                                   "in a UTC month, or `default` (200)")
+    quota.add_argument("user", metavar="NAME_OR_ID")
+    quota.add_argument("count", metavar="N|default")
+    quota.set_defaults(run=user_harvest_quota)
 
 
 def _add_key_commands(verbs: argparse._SubParsersAction) -> None:
