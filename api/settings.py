@@ -4,9 +4,14 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+from pydantic import SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ledger.db import default_database_url
+from ledger.db import REPO_ROOT, default_database_url
+
+# Signs harvest download links on a development machine only: outside
+# "development" the Settings refuse to build with it (check_link_secret).
+DEV_HARVEST_LINK_SECRET = "development-only-harvest-link-secret"
 
 
 class Settings(BaseSettings):
@@ -52,6 +57,31 @@ class Settings(BaseSettings):
     background_answer_wait_s: float = 45 * 60.0
     # An ended Job's result is kept this long (the spec: 30 days), then 410.
     job_result_kept_s: float = 30 * 24 * 3600.0
+    # "development" (the default) or anything else, such as "production": outside
+    # development the default harvest link secret is refused.
+    environment: str = "development"
+    # Harvest files: a local folder, or a URI that pyarrow.fs opens (s3://bucket/prefix, gs://...).
+    harvest_storage: str = str(REPO_ROOT / "var" / "harvests")
+    # The HMAC key of harvest download links; every ingress replica needs the same one.
+    harvest_link_secret: SecretStr = SecretStr(DEV_HARVEST_LINK_SECRET)
+    # Where links point: the API's public URL without /v1; None: the request's own base URL.
+    public_base_url: str | None = None
+    # A download link works this long after the answer that made it (the spec: 7 days).
+    harvest_link_ttl_s: int = 7 * 24 * 3600
+
+    @model_validator(mode="after")
+    def check_link_secret(self) -> Settings:
+        secret = self.harvest_link_secret.get_secret_value()
+        if not secret:
+            raise ValueError("ACS_HARVEST_LINK_SECRET is empty: set it to a secret of your own.")
+        if secret == DEV_HARVEST_LINK_SECRET and self.environment.strip().lower() != "development":
+            raise ValueError(
+                f"ACS_HARVEST_LINK_SECRET is left at its development default, and ACS_ENVIRONMENT is "
+                f"{self.environment!r}: anyone could sign harvest download links. Set ACS_HARVEST_LINK_SECRET "
+                "to a secret of your own, such as the output of "
+                "`python -c 'import secrets; print(secrets.token_hex(32))'`."
+            )
+        return self
 
     def ledger_url(self) -> str:
         """The ledger's database: ACS_DATABASE_URL, or the embedded SQLite file."""
