@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from api.completions.router import router as completions_router
 from api.errors_http import UnexpectedErrorMiddleware, install_error_handlers
+from api.harvests.files import router as harvest_files_router
 from api.harvests.router import router as harvests_router
 from api.health.router import router as health_router
 from api.jobs.router import router as jobs_router
@@ -26,7 +27,7 @@ EXPOSED_HEADERS = [
 def create_app() -> FastAPI:
     app = FastAPI(title="ACS Base-model API", openapi_url=None, docs_url=None, redoc_url=None)
     install_error_handlers(app)
-    for router in (completions_router, jobs_router, harvests_router, models_router, health_router):
+    for router in (completions_router, jobs_router, harvests_router, models_router, health_router, harvest_files_router):
         app.include_router(router)
 
     @app.get("/openapi.json")
