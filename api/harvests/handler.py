@@ -51,6 +51,7 @@ class Runs(Protocol):
 
 
 def run_name(work: Work) -> str:
+    """The run's name in the Ray cluster (harvest.run.run_name's, without importing Ray here)."""
     return f"harvest-{work.id}"
 
 
@@ -173,25 +174,18 @@ def _at(timestamp: float | None) -> datetime | None:
 
 
 class RayRuns:
-    """GPU runs as detached actors of the Ray cluster (`harvest.run.HarvestRun`)."""
-
-    NAMESPACE = "acs"
+    """GPU runs as detached actors of the Ray cluster (`harvest.run`)."""
 
     async def start(self, name: str, make_spec: Callable[[], Any]) -> Run:
-        from harvest.run import HarvestRun
+        from harvest.run import start_run
 
-        actor = await asyncio.to_thread(lambda: HarvestRun.options(
-            name=name, namespace=self.NAMESPACE, lifetime="detached", get_if_exists=True).remote())
-        await actor.start.remote(make_spec())
-        return _ActorRun(actor)
+        return _ActorRun(await asyncio.to_thread(start_run, make_spec()))
 
     async def find(self, name: str) -> Run | None:
-        import ray
+        from harvest.run import find_run
 
-        try:
-            return _ActorRun(await asyncio.to_thread(ray.get_actor, name, namespace=self.NAMESPACE))
-        except ValueError:
-            return None
+        actor = await asyncio.to_thread(find_run, name.removeprefix("harvest-"))
+        return None if actor is None else _ActorRun(actor)
 
 
 class _ActorRun:
