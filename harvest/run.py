@@ -76,6 +76,7 @@ class RunStatus:
     gpu_started_at: float | None = None  # time.time() when the forward passes started
     result: dict[str, Any] | None = None  # HarvestResult's fields but the links, and tokens_read
     error: str | None = None
+    ended_at: float | None = None  # time.time() when it became done or failed
 
 
 def duration_words(seconds: float) -> str:
@@ -256,7 +257,8 @@ class HarvestRun:
         with self.lock:
             if self.current.state in ("done", "failed"):
                 return  # the first end wins (a cancel, the time limit, or the run's own)
-            self.current, self.ended_at = status, time.time()
+            status.ended_at = self.ended_at = time.time()
+            self.current = status
         _timer(self.spec.keep_status_s, self.close)
 
     def _deadline(self) -> None:
