@@ -159,10 +159,7 @@ async def cancel(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, 
     ended = await queue.cancel(session, work_id, user_id, WorkKind.harvest, now, kept_for,
                                running_end=queue.WHOLE if pays else queue.RELEASE,
                                result_body=json.dumps({"tokens": tokens}))
-    if ended is None:
-        return None
-    found = await find(session, work_id, user_id)
-    return found
+    return None if ended is None else await find(session, work_id, user_id)
 
 
 async def progress(session: AsyncSession, work_ids: list[uuid.UUID]) -> dict[uuid.UUID, tuple[int, int]]:
