@@ -21,6 +21,7 @@ from deployments.background.kinds import AttemptHold, WorkLost
 from ledger import harvests as records
 from ledger import work as queue
 from ledger.models import Counting, Harvest, UsageSource, UsageStatus, Work, WorkKind, WorkStatus
+from ledger.survive import survive
 from ledger.tokens import HoldAsk
 
 log = logging.getLogger("acs.harvests")
@@ -141,8 +142,8 @@ class HarvestHandler:
                     return status
                 await asyncio.sleep(self.poll_s)
         except (asyncio.CancelledError, WorkLost):
-            if await asyncio.shield(self._cancelled(work)):
-                await asyncio.shield(run.cancel())  # the User cancelled: stop the GPU run too
+            # A task of its own: the Runner may cancel this attempt more than once.
+            await survive(self._stop_if_cancelled(work, run))
             raise  # a planned stop or a lost lease: the run goes on, and is followed again
         except Exception:  # noqa: BLE001 - a run that died with its actor
             log.exception("harvest %s lost its run", work.id)
@@ -153,11 +154,13 @@ class HarvestHandler:
             if not await records.record_run(session, work.id, self.ledger.owner, **values):
                 raise WorkLost(str(work.id))
 
-    async def _cancelled(self, work: Work) -> bool:
+    async def _stop_if_cancelled(self, work: Work, run: Run) -> None:
+        """The User cancelled the harvest: stop its GPU run too."""
         async with self.ledger.sessions() as session:
             status = (await session.get(Work, work.id)).status
             await session.rollback()
-        return status == WorkStatus.cancelled
+        if status == WorkStatus.cancelled:
+            await run.cancel()
 
     # -- the Runner's other results ---------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from deployments.background.runner import Runner
 from ledger.coltypes import utcnow
 from ledger.grants import set_allowance
 from ledger.keys import Principal, authenticate, create_api_key, create_user, set_key_status, set_standing
-from ledger.models import Hold, HoldState, KeyStatus, Standing, User, Work, WorkStatus
+from ledger.models import Harvest, Hold, HoldState, KeyStatus, Standing, User, Work, WorkStatus
 from ledger.spend import set_spend_stop
 from tests.spec import assert_error, validate
 from tests.accounts import left, principal
@@ -87,6 +87,7 @@ class Jobs:
 @pytest_asyncio.fixture
 async def jobs(fake_stack: Any) -> AsyncIterator[Jobs]:
     async with fake_stack.services.ledger.write_sessions() as session:
+        await session.exec(delete(Harvest))  # a harvest's row refers to its work row
         await session.exec(delete(Work))
         await session.commit()
     state = Jobs(fake_stack, [])
@@ -565,12 +566,13 @@ async def test_health_shows_the_runner_and_work_that_no_runner_takes(jobs: Jobs)
     job = (await jobs.submit()).json()
     health = (await jobs.stack.http.get("/health")).json()
     validate(health, "Health")
-    assert health["wrapper"]["runners"] == [{"name": "jobs", "running": 0, "seconds_since_poll": None}]
+    assert health["wrapper"]["runners"] == [{"name": name, "running": 0, "seconds_since_poll": None}
+                                            for name in ("harvests", "jobs")]  # the kinds the platform runs
     assert (health["status"], health["degraded_reasons"]) == ("degraded", ["runner_stale:jobs"])
     jobs.runner()
     await jobs.wait(job["id"], "succeeded")
     health = (await jobs.stack.http.get("/health")).json()
-    (runner,) = health["wrapper"]["runners"]
+    runner = {entry["name"]: entry for entry in health["wrapper"]["runners"]}["jobs"]
     assert runner["running"] == 0 and 0 <= runner["seconds_since_poll"] <= 1
     assert (health["status"], health["degraded_reasons"]) == ("ok", [])
 
