@@ -139,16 +139,22 @@ def harvest_catalog(catalog: Catalog) -> Catalog:
                    default_id="tiny-llama", aliases=catalog.aliases)
 
 
-@pytest_asyncio.fixture
-async def h(fake_stack: Any) -> AsyncIterator[Harvests]:
-    async with fake_stack.services.ledger.write_sessions() as session:
-        await session.exec(delete(Harvest))
+async def _no_work(stack: Any) -> None:
+    async with stack.services.ledger.write_sessions() as session:
+        await session.exec(delete(Harvest))  # first: a harvest row refers to its work row
         await session.exec(delete(Work))
         await session.commit()
+
+
+@pytest_asyncio.fixture
+async def h(fake_stack: Any) -> AsyncIterator[Harvests]:
+    await _no_work(fake_stack)
     fake_stack.services.catalog = harvest_catalog(fake_stack.services.catalog)
     clock = Clock()
     fake_stack.app.state.harvest_routes = HarvestRoutes(clock=clock)
     yield Harvests(fake_stack, clock)
+    # Leave no harvest rows: other modules' fixtures empty the work table alone.
+    await _no_work(fake_stack)
 
 
 async def new_key(stack: Any, same_user: bool = True) -> str:
