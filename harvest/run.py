@@ -176,23 +176,23 @@ class HarvestRun:
     def _run(self) -> None:
         spec, stop = self.spec, self.stop
         storage = HarvestStorage(spec.storage_root)
-        writer = None
         try:
             self._update(state="running")
-            writer, result = self._harvest(spec, storage, stop)
-            self._end(RunStatus("done", len(spec.prompts), len(spec.prompts), self.current.gpu_started_at,
-                                result, None))
+            result = self._harvest(spec, storage, stop)
+            done = RunStatus("done", len(spec.prompts), len(spec.prompts), self.current.gpu_started_at, result)
+            if not self._end(done):
+                self._remove(storage)  # a cancel or the time limit ended it while the last files went out
         except PipelineStopped:
-            self._fail(storage, writer, CANCELLED if stop.reason == "cancel" else timed_out_message(spec.time_limit_s))
+            self._fail(storage, CANCELLED if stop.reason == "cancel" else timed_out_message(spec.time_limit_s))
         except BaseException as error:  # noqa: BLE001 - the status carries every failure
             log.error("harvest %s failed: %s", spec.job_id, traceback.format_exc())
             if stop.event.is_set():
                 message = CANCELLED if stop.reason == "cancel" else timed_out_message(spec.time_limit_s)
             else:
                 message = failure_message(error)
-            self._fail(storage, writer, message)
+            self._fail(storage, message)
 
-    def _harvest(self, spec: RunSpec, storage: HarvestStorage, stop: Stop) -> tuple[HarvestWriter, dict[str, Any]]:
+    def _harvest(self, spec: RunSpec, storage: HarvestStorage, stop: Stop) -> dict[str, Any]:
         from deployments.catalog import ModelSpec
 
         model = ModelSpec.model_validate(spec.model)
@@ -224,7 +224,7 @@ class HarvestRun:
             )
             writer.finish(manifest)
         totals = writer.totals
-        return writer, {
+        return {
             "n_shards": totals.n_shards, "layer_indices": list(spec.layers),
             "contents": "projections" if directions is not None else "activations",
             "tokens": totals.tokens, "bytes_written": totals.bytes_written,
@@ -233,15 +233,16 @@ class HarvestRun:
             "tokens_read": totals.tokens,
         }
 
-    def _fail(self, storage: HarvestStorage, writer: HarvestWriter | None, message: str) -> None:
-        if writer is not None:
-            writer.discard()
-        try:
-            storage.delete(self.spec.job_id)  # a failed harvest leaves no partial files
-        except Exception:  # noqa: BLE001
-            log.exception("harvest %s: could not remove its partial files", self.spec.job_id)
+    def _fail(self, storage: HarvestStorage, message: str) -> None:
+        self._remove(storage)  # a failed harvest leaves no partial files (the spool went with its folder)
         current = self.current
         self._end(RunStatus("failed", current.prompts_done, current.n_prompts, current.gpu_started_at, None, message))
+
+    def _remove(self, storage: HarvestStorage) -> None:
+        try:
+            storage.delete(self.spec.job_id)
+        except Exception:  # noqa: BLE001
+            log.exception("harvest %s: could not remove its files", self.spec.job_id)
 
     # -- status, from either thread --------------------------------------------------------
     def _update(self, **changes: Any) -> None:
@@ -253,13 +254,16 @@ class HarvestRun:
                 setattr(status, name, value)
             self.current = status
 
-    def _end(self, status: RunStatus) -> None:
+    def _end(self, status: RunStatus) -> bool:
+        """The final status; False when the run had ended already (the first end wins:
+        a cancel, the time limit, or the run's own)."""
         with self.lock:
             if self.current.state in ("done", "failed"):
-                return  # the first end wins (a cancel, the time limit, or the run's own)
+                return False
             status.ended_at = self.ended_at = time.time()
             self.current = status
         _timer(self.spec.keep_status_s, self.close)
+        return True
 
     def _deadline(self) -> None:
         """The thread may be stuck in a load or a call: the status fails on time anyway."""
