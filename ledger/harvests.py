@@ -23,8 +23,8 @@ from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger import work as queue
-from ledger.models import Harvest, Hold, User, Work, WorkKind, WorkQueue, WorkStatus
-from ledger.tokens import next_month_start
+from ledger.models import Harvest, Hold, UsageSource, User, Work, WorkKind, WorkQueue, WorkStatus
+from ledger.tokens import HoldAsk, next_month_start
 
 DEFAULT_MONTHLY_QUOTA = 200
 SMALL, LARGE = "small", "large"
@@ -178,6 +178,13 @@ async def set_quota(session: AsyncSession, user_id: uuid.UUID, quota: int | None
 
 
 # -- the Runner's side: the run it follows and how far it got ----------------------------------------------
+
+
+def hold_ask(user_id: uuid.UUID, key_id: uuid.UUID, model_id: str, reserved_tokens: int,
+             request_id: str) -> HoldAsk:
+    """The Hold a harvest takes when it starts: its prompts' tokens, no generated ones, never lowered."""
+    return HoldAsk(user_id=user_id, key_id=key_id, model=model_id, prompt_tokens=reserved_tokens, choices=0,
+                   max_tokens=0, may_lower=False, source=UsageSource.harvest, request_id=request_id)
 
 
 async def load(session: AsyncSession, work_id: uuid.UUID) -> Harvest:

@@ -20,9 +20,8 @@ from api.harvests.validation import decode_projection
 from deployments.background.kinds import AttemptHold, WorkLost
 from ledger import harvests as records
 from ledger import work as queue
-from ledger.models import Counting, Harvest, UsageSource, UsageStatus, Work, WorkKind, WorkStatus
+from ledger.models import Counting, Harvest, UsageStatus, Work, WorkKind, WorkStatus
 from ledger.survive import survive
-from ledger.tokens import HoldAsk
 
 log = logging.getLogger("acs.harvests")
 
@@ -74,7 +73,8 @@ class HarvestHandler:
         async with self.ledger.sessions() as session:
             harvest = await records.load(session, work.id)
         try:
-            held = await self.ledger.hold(self._ask(work, harvest))
+            held = await self.ledger.hold(records.hold_ask(
+                work.user_id, work.key_id, work.model_id, harvest.reserved_tokens, work.request_id))
         except errors.BudgetExceeded:
             return failed(TOKENS_SHORT)
         try:
@@ -94,11 +94,6 @@ class HarvestHandler:
         used = min(int(result.pop("tokens_read")), held.tokens)
         await hold.end(held.hold_id, used, Counting.reported, UsageStatus.completed)
         return queue.Result(WorkStatus.succeeded, 200, json.dumps({"tokens": used, "result": result}))
-
-    def _ask(self, work: Work, harvest: Harvest) -> HoldAsk:
-        return HoldAsk(user_id=work.user_id, key_id=work.key_id, model=work.model_id,
-                       prompt_tokens=harvest.reserved_tokens, choices=0, max_tokens=0, may_lower=False,
-                       source=UsageSource.harvest, request_id=work.request_id)
 
     # -- the GPU run ----------------------------------------------------------------------------------
 

@@ -28,8 +28,7 @@ from ledger import harvests as rows
 from ledger.coltypes import utcnow
 from ledger.ids import uuid7
 from ledger.idempotency import Replay
-from ledger.models import ENDED, Harvest, UsageSource, Work, WorkKind, WorkStatus
-from ledger.tokens import HoldAsk
+from ledger.models import ENDED, Harvest, Work, WorkKind, WorkStatus
 
 ROUTE = "POST /v1/harvest"
 NOT_FOUND = "None of your harvests has the job_id {job_id}."
@@ -122,7 +121,8 @@ class HarvestService:
                 return await self._again(claim, principal)
         try:
             work_id = uuid7()
-            await self.services.ledger.check_fits(self._whole_hold(plan, principal, work_id))
+            await self.services.ledger.check_fits(rows.hold_ask(
+                principal.user_id, principal.key_id, plan.model.id, plan.reserved_tokens, harvest_request_id(work_id)))
             work, harvest = await self._enqueue(plan, principal, work_id)
         except BaseException:
             if claim is not None:
@@ -137,12 +137,6 @@ class HarvestService:
         """The same key and request: the harvest it made, as it is now; nothing is queued again."""
         work, harvest = await self._find(uuid.UUID(json.loads(replay.body)["job_id"]), principal)
         return JSONResponse(harvest_json(work, harvest, self.clock(), self.links), status_code=200)
-
-    def _whole_hold(self, plan: HarvestPlan, principal: Any, work_id: uuid.UUID) -> HoldAsk:
-        """The Hold the harvest takes when it starts: its prompts' tokens, no generated ones."""
-        return HoldAsk(user_id=principal.user_id, key_id=principal.key_id, model=plan.model.id,
-                       prompt_tokens=plan.reserved_tokens, choices=0, max_tokens=0, may_lower=False,
-                       source=UsageSource.harvest, request_id=harvest_request_id(work_id))
 
     async def _enqueue(self, plan: HarvestPlan, principal: Any, work_id: uuid.UUID) -> tuple[Work, Harvest]:
         now = self.clock()
