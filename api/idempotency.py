@@ -8,11 +8,12 @@ request again safely"); the records themselves live in `ledger.idempotency`.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, AsyncIterator, TypeVar
 
 from fastapi import Request, Response
 
@@ -82,6 +83,19 @@ class Idempotency:
     async def streamed(self, record_id: uuid.UUID) -> bool:
         """A stream ran: its repeats get 409 no_answer."""
         return await _finish_anyway(self._run(records.finish_without_answer, record_id))
+
+    @contextlib.asynccontextmanager
+    async def claimed(self, user_id: uuid.UUID, key: str | None, route: str,
+                      body: Any) -> AsyncIterator[Started | Replay | None]:
+        """The key's claim (None without a key) for the block that queues the work;
+        the key is freed when the block fails, so a retry runs anew."""
+        claim = None if key is None else await self.start(user_id, key, route, body)
+        try:
+            yield claim
+        except BaseException:
+            if isinstance(claim, Started):
+                await self.free(claim.record_id)
+            raise
 
     async def free(self, record_id: uuid.UUID) -> bool:
         """The request failed before it was charged: the same request may run again."""

@@ -114,20 +114,13 @@ class HarvestService:
         # A 50 MiB body decodes for a while: off the event loop.
         plan = await asyncio.to_thread(self.prepare, body)
         await self.services.ledger.check_spend_stop()
-        claim = None
-        if idempotency_key is not None:
-            claim = await self.services.idempotency.start(principal.user_id, idempotency_key, ROUTE, body)
+        async with self.services.idempotency.claimed(principal.user_id, idempotency_key, ROUTE, body) as claim:
             if isinstance(claim, Replay):
                 return await self._again(claim, principal)
-        try:
             work_id = uuid7()
             await self.services.ledger.check_fits(rows.hold_ask(
                 principal.user_id, principal.key_id, plan.model.id, plan.reserved_tokens, harvest_request_id(work_id)))
             work, harvest = await self._enqueue(plan, principal, work_id)
-        except BaseException:
-            if claim is not None:
-                await self.services.idempotency.free(claim.record_id)
-            raise
         payload = harvest_json(work, harvest, self.clock(), self.links)
         if claim is not None:
             await self.services.idempotency.answered(claim.record_id, 202, payload)

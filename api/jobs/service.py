@@ -109,18 +109,11 @@ class JobService:
         if planned.request.stream:
             raise bad_value("stream", "false")
         await self.services.ledger.check_spend_stop()
-        claim = None
-        if idempotency_key is not None:
-            claim = await self.services.idempotency.start(principal.user_id, idempotency_key, ROUTE, body)
+        async with self.services.idempotency.claimed(principal.user_id, idempotency_key, ROUTE, body) as claim:
             if isinstance(claim, Replay):
                 return await self._again(claim, principal)
-        try:
             await self._check_smallest_request(planned, model, principal)
             work = await self._enqueue(body, model.id, principal)
-        except BaseException:
-            if claim is not None:
-                await self.services.idempotency.free(claim.record_id)
-            raise
         payload = job_json(work, utcnow())
         if claim is not None:
             await self.services.idempotency.answered(claim.record_id, 202, payload)

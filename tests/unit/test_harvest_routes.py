@@ -34,11 +34,11 @@ from harvest.links import verify
 from ledger import admin
 from ledger.coltypes import utcnow
 from ledger.grants import set_allowance
-from ledger.keys import authenticate, create_api_key, create_user
+from ledger.keys import authenticate
 from ledger.models import Harvest, Hold, HoldState, MonthlyUsage, UsageSource, User, Work, WorkStatus
 from ledger.spend import set_spend_stop
 from ledger.tokens import HoldAsk, Held, month_of, take_hold
-from tests.accounts import principal
+from tests.accounts import another_key, principal
 from tests.ledger_fixtures import run_in_thread
 from tests.spec import assert_error, validate
 
@@ -155,16 +155,6 @@ async def h(fake_stack: Any) -> AsyncIterator[Harvests]:
     yield Harvests(fake_stack, clock)
     # Leave no harvest rows: other modules' fixtures empty the work table alone.
     await _no_work(fake_stack)
-
-
-async def new_key(stack: Any, same_user: bool = True) -> str:
-    """Another key of the stack's User, or the key of a new User."""
-    async with stack.services.ledger.write_sessions() as session:
-        user_id = (await principal(stack)).user_id if same_user else (
-            await create_user(session, f"user-{uuid.uuid4().hex[:8]}")).id
-        _, raw = await create_api_key(session, user_id, f"k-{uuid.uuid4().hex[:6]}")
-        await session.commit()
-    return raw
 
 
 async def who(stack: Any, key: str) -> Any:
@@ -414,7 +404,7 @@ async def test_the_same_idempotency_key_answers_the_harvest_as_it_is_now(h: Harv
     assert first.status_code == 202
     job_id = first.json()["job_id"]
     await h.change(job_id, status=WorkStatus.running, harvest={"gpu_started_at": utcnow()})
-    again = await h.submit(**{"Idempotency-Key": "harvest-001"}, key=await new_key(h.stack))  # any key of the User
+    again = await h.submit(**{"Idempotency-Key": "harvest-001"}, key=await another_key(h.stack))  # any key of the User
     assert again.status_code == 200
     validate(again.json(), "HarvestJob")
     assert (again.json()["job_id"], again.json()["status"]) == (job_id, "running")
@@ -437,12 +427,12 @@ async def test_a_refused_submit_frees_its_idempotency_key(h: Harvests) -> None:
 
 async def test_three_harvests_on_small_models_of_one_user(h: Harvests) -> None:
     jobs = [await h.created() for _ in range(3)]
-    for key in (None, await new_key(h.stack)):  # the cap is the User's, across keys
+    for key in (None, await another_key(h.stack)):  # the cap is the User's, across keys
         assert_error(await h.submit(key=key), 429, "harvest_concurrency_exceeded", message=SMALL_FULL,
                      headers={"Retry-After": "30"}, type="invalid_request_error")
     r = await h.submit()
     assert "x-should-retry" not in r.headers
-    assert (await h.submit(key=await new_key(h.stack, same_user=False))).status_code == 202  # another User
+    assert (await h.submit(key=await another_key(h.stack, same_user=False))).status_code == 202  # another User
     await h.change(jobs[0]["job_id"], status=WorkStatus.succeeded, finished_at=utcnow(),
                    result_body=json.dumps({"tokens": 0, "result": {}}))
     await h.created()  # one ended: its place is free
@@ -457,9 +447,9 @@ async def test_one_harvest_on_large_models_of_one_user_and_two_of_all_users(h: H
     assert_error(await h.submit({**big, "model": "big-trinity"}), 429, "harvest_concurrency_exceeded",
                  message=LARGE_FULL, headers={"Retry-After": "30"})
     await h.created()  # small models have caps of their own
-    second = await new_key(h.stack, same_user=False)
+    second = await another_key(h.stack, same_user=False)
     await h.created({**big, "model": "big-trinity"}, key=second)
-    third = await new_key(h.stack, same_user=False)
+    third = await another_key(h.stack, same_user=False)
     assert_error(await h.submit(big, key=third), 429, "harvest_capacity_exceeded", message=CAPACITY_FULL,
                  headers={"Retry-After": "30"}, type="invalid_request_error")
     assert (await h.submit(key=third)).status_code == 202
@@ -472,7 +462,7 @@ async def test_submits_at_once_never_pass_a_cap_together(h: Harvests) -> None:
     answers = await asyncio.gather(*(h.submit() for _ in range(8)))
     assert sorted(a.status_code for a in answers) == [202] * 3 + [429] * 5
     assert len(await h.rows()) == 3
-    keys = [await new_key(h.stack, same_user=False) for _ in range(4)]
+    keys = [await another_key(h.stack, same_user=False) for _ in range(4)]
     answers = await asyncio.gather(*(h.submit({**SKY, "model": "big-llama"}, key=key) for key in keys))
     assert sorted(a.status_code for a in answers) == [202] * 2 + [429] * 2
     assert {a.json()["error"]["code"] for a in answers if a.status_code == 429} == {"harvest_capacity_exceeded"}
@@ -508,7 +498,7 @@ async def test_two_hundred_harvests_a_key_a_month(h: Harvests) -> None:
         "Submit again in the next month, from 2026-12-01 (UTC)."))
     assert_error(await h.submit(), **quota)
     assert "retry-after" not in (await h.submit()).headers
-    assert (await h.submit(key=await new_key(h.stack))).status_code == 202  # the quota is each key's
+    assert (await h.submit(key=await another_key(h.stack))).status_code == 202  # the quota is each key's
     h.clock.now = datetime(2026, 12, 1, tzinfo=timezone.utc)
     assert (await h.submit()).status_code == 202  # a new month
 
@@ -542,7 +532,7 @@ async def test_read_a_harvest_and_its_progress(h: Harvests) -> None:
     started = utcnow()
     await h.change(job["job_id"], status=WorkStatus.running, started_at=started,
                    harvest={"gpu_started_at": started, "prompts_done": 3})
-    r = await h.get(job["job_id"], key=await new_key(h.stack))  # any key of the User
+    r = await h.get(job["job_id"], key=await another_key(h.stack))  # any key of the User
     validate(r.json(), "HarvestJob")
     assert (r.json()["status"], r.json()["tokens"], r.json()["completed_at"]) == ("running", None, None)
     assert ISO.match(r.json()["started_at"])
@@ -552,7 +542,7 @@ async def test_read_a_harvest_and_its_progress(h: Harvests) -> None:
 
 async def test_ids_of_others_and_ids_that_are_not_uuids(h: Harvests) -> None:
     job = await h.created()
-    stranger = await new_key(h.stack, same_user=False)
+    stranger = await another_key(h.stack, same_user=False)
     missing = f"None of your harvests has the job_id {job['job_id']}."
     assert_error(await h.get(job["job_id"], key=stranger), 404, "harvest_job_not_found", message=missing)
     assert_error(await h.delete(job["job_id"], key=stranger), 404, "harvest_job_not_found", message=missing)
@@ -659,7 +649,7 @@ async def test_wait_is_0_to_60_seconds(h: Harvests, wait: str) -> None:
 
 async def test_four_waiting_reads_a_key_and_eight_in_all(h: Harvests) -> None:
     polls = h.stack.app.state.harvest_routes.long_polls
-    keys = [h.stack.key, await new_key(h.stack), await new_key(h.stack, same_user=False)]
+    keys = [h.stack.key, await another_key(h.stack), await another_key(h.stack, same_user=False)]
     jobs = [await h.created(key=key) for key in keys]
 
     async def wait_read(index: int) -> Any:

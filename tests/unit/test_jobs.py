@@ -23,11 +23,11 @@ from cluster.composition import build_runner, compose
 from deployments.background.runner import Runner
 from ledger.coltypes import utcnow
 from ledger.grants import set_allowance
-from ledger.keys import Principal, authenticate, create_api_key, create_user, set_key_status, set_standing
+from ledger.keys import Principal, authenticate, set_key_status, set_standing
 from ledger.models import Harvest, Hold, HoldState, KeyStatus, Standing, User, Work, WorkStatus
 from ledger.spend import set_spend_stop
 from tests.spec import assert_error, validate
-from tests.accounts import left, principal
+from tests.accounts import another_key, left, principal
 
 # The claim's locks (FOR UPDATE SKIP LOCKED across Runner replicas) are PostgreSQL's.
 pytestmark = pytest.mark.postgres
@@ -100,16 +100,6 @@ async def who_holds(stack: Any, key: str) -> Principal:
     """The User and key behind a raw key."""
     async with stack.services.sessions() as session:
         return await authenticate(session, f"Bearer {key}")
-
-
-async def new_key(stack: Any, same_user: bool = True) -> str:
-    """Another key of the stack's User, or the key of a new User."""
-    async with stack.services.ledger.write_sessions() as session:
-        user_id = (await principal(stack)).user_id if same_user else (
-            await create_user(session, f"user-{uuid.uuid4().hex[:8]}")).id
-        _, raw = await create_api_key(session, user_id, f"k-{uuid.uuid4().hex[:6]}")
-        await session.commit()
-    return raw
 
 
 # -- submit, read, result ------------------------------------------------------------------------------
@@ -208,12 +198,12 @@ async def test_submit_during_the_spend_stop_is_429_and_queued_work_waits(jobs: J
 
 async def test_ids_of_others_and_ids_that_are_not_uuids(jobs: Jobs) -> None:
     job = (await jobs.submit()).json()
-    stranger = await new_key(jobs.stack, same_user=False)
+    stranger = await another_key(jobs.stack, same_user=False)
     for tail in ("", "/result"):
         assert_error(await jobs.get(job["id"], tail, key=stranger), 404, "job_not_found",
                      message=f"None of your Jobs has the id {job['id']}.")
     assert_error(await jobs.get(job["id"], "/cancel", key=stranger, method="POST"), 404, "job_not_found")
-    assert (await jobs.get(job["id"], key=await new_key(jobs.stack))).status_code == 200  # any key of the User
+    assert (await jobs.get(job["id"], key=await another_key(jobs.stack))).status_code == 200  # any key of the User
     assert_error(await jobs.get("not-a-uuid"), 400, "invalid_request", param="job_id")
     assert_error(await jobs.get(str(uuid.uuid4())), 404, "job_not_found")
 
@@ -244,21 +234,21 @@ async def test_eight_jobs_of_one_key(jobs: Jobs) -> None:
     assert_error(await jobs.submit(), 429, "job_capacity", headers={"x-should-retry": "false"}, message=(
         "This API key has 8 Jobs queued or running, the most that one key may have. "
         "Submit again when one of them ends."))
-    assert (await jobs.submit(key=await new_key(jobs.stack))).status_code == 202  # another key of the User
+    assert (await jobs.submit(key=await another_key(jobs.stack))).status_code == 202  # another key of the User
 
 
 async def test_thirty_two_jobs_of_one_user_and_128_in_all(jobs: Jobs) -> None:
     for _ in range(4):
-        key = await new_key(jobs.stack)
+        key = await another_key(jobs.stack)
         for _ in range(8):
             assert (await jobs.submit(key=key)).status_code == 202
-    assert_error(await jobs.submit(key=await new_key(jobs.stack)), 429, "job_capacity", message=(
+    assert_error(await jobs.submit(key=await another_key(jobs.stack)), 429, "job_capacity", message=(
         "You have 32 Jobs queued or running, the most that one User may have. Submit again when one of them ends."))
     for _ in range(12):
-        key = await new_key(jobs.stack, same_user=False)
+        key = await another_key(jobs.stack, same_user=False)
         for _ in range(8):
             assert (await jobs.submit(key=key)).status_code == 202
-    assert_error(await jobs.submit(key=await new_key(jobs.stack, same_user=False)), 429, "job_capacity",
+    assert_error(await jobs.submit(key=await another_key(jobs.stack, same_user=False)), 429, "job_capacity",
                  headers={"x-should-retry": "false"}, message=(
                      "128 Jobs of all Users are queued or running, the most that the API takes. "
                      "Submit again in a few minutes."))
@@ -283,9 +273,9 @@ async def test_kept_results_cap_per_user_and_in_all(jobs: Jobs) -> None:
         "The API keeps the results of 100 of your ended Jobs, the most it keeps for one User. "
         "Submit again when one of those results expires, 30 days after its Job ended."))
     for _ in range(9):
-        them = await who_holds(jobs.stack, await new_key(jobs.stack, same_user=False))
+        them = await who_holds(jobs.stack, await another_key(jobs.stack, same_user=False))
         await _ended(jobs, 100, them.user_id, them.key_id, timedelta(days=30))
-    assert_error(await jobs.submit(key=await new_key(jobs.stack, same_user=False)), 429, "job_capacity", message=(
+    assert_error(await jobs.submit(key=await another_key(jobs.stack, same_user=False)), 429, "job_capacity", message=(
         "The API keeps the results of 1000 ended Jobs of all Users, the most it keeps. "
         "Submit again when one of those results expires."))
 
@@ -404,8 +394,8 @@ async def test_cancel_of_an_ended_job_changes_nothing(jobs: Jobs) -> None:
 @pytest.mark.fake(delay_s=0.02)
 async def test_a_user_with_nothing_running_goes_first(jobs: Jobs) -> None:
     a = [(await jobs.submit({**SKY, "max_tokens": 10})).json() for _ in range(8)]
-    a += [(await jobs.submit({**SKY, "max_tokens": 10}, key=await new_key(jobs.stack))).json() for _ in range(2)]
-    b_key = await new_key(jobs.stack, same_user=False)
+    a += [(await jobs.submit({**SKY, "max_tokens": 10}, key=await another_key(jobs.stack))).json() for _ in range(2)]
+    b_key = await another_key(jobs.stack, same_user=False)
     b = (await jobs.submit({**SKY, "max_tokens": 10}, key=b_key)).json()
     jobs.runner()
     for job in a:
@@ -420,7 +410,7 @@ async def test_a_user_with_nothing_running_goes_first(jobs: Jobs) -> None:
 
 @pytest.mark.fake(delay_s=0.05)
 async def test_at_most_four_jobs_run_at_once_across_runners(jobs: Jobs) -> None:
-    keys = [await new_key(jobs.stack, same_user=False) for _ in range(3)]
+    keys = [await another_key(jobs.stack, same_user=False) for _ in range(3)]
     for key in keys:
         for _ in range(3):
             await jobs.submit({**SKY, "max_tokens": 6}, key=key)
@@ -505,7 +495,7 @@ async def _key_status(jobs: Jobs, key_id: uuid.UUID, status: KeyStatus) -> None:
 
 
 async def test_a_paused_keys_jobs_wait_and_run_on_resume(jobs: Jobs) -> None:
-    key = await new_key(jobs.stack)
+    key = await another_key(jobs.stack)
     job = (await jobs.submit(key=key)).json()
     key_id = (await who_holds(jobs.stack, key)).key_id
     await _key_status(jobs, key_id, KeyStatus.paused)
@@ -517,7 +507,7 @@ async def test_a_paused_keys_jobs_wait_and_run_on_resume(jobs: Jobs) -> None:
 
 
 async def test_a_revoked_keys_queued_job_fails_401_and_spends_nothing(jobs: Jobs) -> None:
-    key = await new_key(jobs.stack)
+    key = await another_key(jobs.stack)
     job = (await jobs.submit(key=key)).json()
     await _key_status(jobs, (await who_holds(jobs.stack, key)).key_id, KeyStatus.revoked)
     jobs.runner()
@@ -529,7 +519,7 @@ async def test_a_revoked_keys_queued_job_fails_401_and_spends_nothing(jobs: Jobs
 
 
 async def test_a_suspended_users_queued_job_fails_401_and_stays_failed(jobs: Jobs) -> None:
-    key = await new_key(jobs.stack, same_user=False)
+    key = await another_key(jobs.stack, same_user=False)
     job = (await jobs.submit(key=key)).json()
     who = await who_holds(jobs.stack, key)
     async with jobs.stack.services.ledger.write_sessions() as session:
