@@ -38,7 +38,7 @@ class PipelineSettings:
     """How the pipeline runs (Inference sizes its own batches; `batch_size` of the
     request is kept in the manifest only)."""
 
-    batch_prompts: int = 32  # prompts of one Ray Data batch
+    batch_prompts: int = 64  # prompts of one Ray Data batch (the host batches 64 sequences a step)
     # One forward call carries at most this many float32 bytes of rows, so a
     # batch of long prompts goes to the model in pieces.
     forward_bytes: int = 256 << 20

@@ -106,8 +106,14 @@ def failure_message(error: BaseException) -> str:
         if isinstance(cause, EngineRefused):
             return cause.message
     root = causes[-1]
-    text = str(root).strip().splitlines()[-1] if str(root).strip() else ""
-    return f"The harvest failed in Inference: {type(root).__name__}: {text}"
+    return f"The harvest failed in Inference: {type(root).__name__}: {_last_line(str(root))}"
+
+
+def _last_line(text: str) -> str:
+    """The line of an error's text that says what went wrong, not where (Ray adds tracebacks)."""
+    noise = ("For further information", "File ", "Traceback", "^", "~")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith(noise)]
+    return lines[-1][:500] if lines else ""
 
 
 class Stop:

@@ -246,7 +246,7 @@ def test_4096_short_prompts_end_to_end(mixed: Any, storage_root: str, hf_model: 
     folder = Path(storage_root) / spec.job_id
     assert len(list(folder.glob("shard_*.safetensors"))) == 128 and (folder / "manifest.json").exists()
     last = load_file(str(folder / "shard_00127.safetensors"))
-    assert sorted(last) == sorted([f"prompt_{i}" for i in range(4064, 4096)] + [f"tokens_{i}" for i in range(4064, 4096)])
+    assert sorted(last) == sorted(f"{kind}_{i}" for kind in ("prompt", "tokens") for i in range(4064, 4096))
     ids = last["tokens_4095"].tolist()
     np.testing.assert_allclose(last["prompt_4095"].float().numpy(), reference(hf_model, ids, [1, 3]),
                                rtol=BF16, atol=1e-4)

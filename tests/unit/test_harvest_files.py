@@ -236,3 +236,18 @@ def test_the_run_says_why_it_failed() -> None:
     wrapped.__cause__ = refused
     assert failure_message(wrapped) == refused.message
     assert failure_message(ValueError("boom")) == "The harvest failed in Inference: ValueError: boom"
+    traced = RuntimeError('creation task failed\n  File "x.py", line 1\nValue error, too many\n'
+                          "  For further information visit x")
+    assert failure_message(traced) == "The harvest failed in Inference: RuntimeError: Value error, too many"
+
+
+def test_the_harvest_host_batches_more_sequences_than_vllm_will_refuse() -> None:
+    from deployments.catalog import load_catalog
+    from harvest.model_host import HARVEST_MAX_NUM_SEQS, harvest_engine_args
+
+    smollm = load_catalog("embedded").models["smollm2-135m"]
+    assert smollm.vllm_args()["max_num_seqs"] == 16 and harvest_engine_args(smollm)["max_num_seqs"] == 64
+    tiny = load_catalog("test").models["tiny-llama"]  # 32 tokens a step: no more than 32 sequences
+    assert harvest_engine_args(tiny)["max_num_seqs"] == 32 < HARVEST_MAX_NUM_SEQS
+    assert {k: v for k, v in harvest_engine_args(tiny).items() if k != "max_num_seqs"} == {
+        k: v for k, v in tiny.vllm_args().items() if k != "max_num_seqs"}
