@@ -14,6 +14,7 @@ from api.harvests.files import router as harvest_files_router
 from api.harvests.router import router as harvests_router
 from api.health.router import router as health_router
 from api.jobs.router import router as jobs_router
+from api.looms.router import router as looms_router
 from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
 from api.models.router import router as models_router
 
@@ -27,7 +28,7 @@ EXPOSED_HEADERS = [
 def create_app() -> FastAPI:
     app = FastAPI(title="ACS Base-model API", openapi_url=None, docs_url=None, redoc_url=None)
     install_error_handlers(app)
-    for router in (completions_router, jobs_router, harvests_router, models_router, health_router, harvest_files_router):
+    for router in (completions_router, jobs_router, looms_router, harvests_router, models_router, health_router, harvest_files_router):
         app.include_router(router)
 
     @app.get("/openapi.json")

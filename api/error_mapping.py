@@ -1,7 +1,7 @@
 """The one place where errors of the layers below become the API's errors.
 
 The engine's checks raise `EngineRefused`, the ledger's key check raises
-`KeyRefused`, and SQLAlchemy raises its pool timeout; none knows HTTP.
+`KeyRefused`, the Looms' checks `LoomNotFound` and `LoomConflict`, and SQLAlchemy raises its pool timeout; none knows HTTP.
 `as_api_error` answers each with the spec's error (None: an unexpected
 failure, the API's 500).
 """
@@ -46,6 +46,10 @@ def as_api_error(error: BaseException) -> errors.ApiError | None:
         return refusal_error(error)
     if isinstance(error, ledger_errors.KeyRefused):
         return key_refusal_error(error)
+    if isinstance(error, ledger_errors.LoomNotFound):
+        return errors.NotFound(error.message)
+    if isinstance(error, ledger_errors.LoomConflict):
+        return errors.LoomConflict(error.message)
     if isinstance(error, PoolTimeout):
         # SQLAlchemy's "QueuePool limit ... reached": no connection, so nothing ran.
         return errors.DbPoolExhausted(errors.DB_POOL_EXHAUSTED_MESSAGE)

@@ -298,3 +298,11 @@ class HarvestConcurrencyExceeded(ApiError):
 
 class HarvestCapacityExceeded(ApiError):
     status, type, code, retry_after = 429, "invalid_request_error", "harvest_capacity_exceeded", 30
+
+
+# -- Looms ---------------------------------------------------------------------------------------------
+
+class LoomConflict(ApiError):
+    """The Node is not in a state for this action (the spec's 409 with code null)."""
+
+    status, type, code, should_retry = 409, "invalid_request_error", None, False

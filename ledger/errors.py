@@ -53,3 +53,19 @@ class PausedKey(KeyRefused):
 
 class SuspendedAccount(KeyRefused):
     pass
+
+
+class LoomNotFound(LedgerError):
+    """None of the User's live Looms or Nodes has the id (another User's too)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class LoomConflict(LedgerError):
+    """The Nodes that a change touches are not in a state for it; the API's 409."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -332,3 +332,79 @@ class Harvest(SQLModel, table=True):
     # When the GPU run started (the spec's started_at); None: it never started.
     gpu_started_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
     prompts_done: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))
+
+
+class NodeStatus(str, enum.Enum):
+    queued = "queued"
+    running = "running"
+    completed = "completed"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+GROWING = (NodeStatus.queued, NodeStatus.running)
+
+
+class Loom(SQLModel, table=True):
+    """A tree of Nodes that a User grows from one prompt (spec: "Grow a Loom with the API").
+
+    A deleted Loom is gone for its User at once (`deleted_at`) and erased 14
+    days later by the Runner's housekeeping.
+    """
+
+    __tablename__ = "looms"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+    # The last change that moves it in the list: a Branch, an edit, a split, a sibling,
+    # a new root, a deleted Node, a rename. A pin does not.
+    updated_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+    title: str = Field(default="", sa_column=Column(String(120), nullable=False, default=""))
+    pinned_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    # The last Branch's model (as it was asked for) and settings, for the export file.
+    model: str | None = Field(default=None, sa_column=Column(String(200), nullable=True))
+    last_generation_config: str | None = Field(default=None, sa_column=Column(Text(), nullable=True))
+    deleted_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+
+
+Index("ix_looms_user_id_deleted_at", Loom.__table__.c.user_id, Loom.__table__.c.deleted_at)
+
+
+class LoomNode(SQLModel, table=True):
+    """One Node of a Loom: its own text, and how it grew.
+
+    A Node of a Branch has a `work` row (kind `node`) that the Runner runs; the
+    Node's own columns are what a read shows, written while it streams. When
+    its work row went back to `queued` (a restart), a read shows it queued and
+    without text until it runs again (`ledger.looms.effective`).
+    """
+
+    __tablename__ = "loom_nodes"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    loom_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("looms.id"), nullable=False))
+    parent_id: uuid.UUID | None = Field(default=None, sa_column=Column(Uuid(), nullable=True))
+    # Its place among its siblings: siblings come in the order they were made.
+    position: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))
+    status: NodeStatus = Field(default=NodeStatus.completed, sa_column=_state(NodeStatus, "status"))
+    text: str = Field(default="", sa_column=Column(Text(), nullable=False, default=""))
+    logprobs: str | None = Field(default=None, sa_column=Column(Text(), nullable=True))  # JSON, the spec's shape
+    error: str | None = Field(default=None, sa_column=Column(Text(), nullable=True))  # JSON error object
+    request: str | None = Field(default=None, sa_column=Column(Text(), nullable=True))  # JSON NodeRequest
+    work_id: uuid.UUID | None = Field(default=None, sa_column=Column(Uuid(), nullable=True))
+    # The attempt of the work row that writes the text: a cut attempt's late writes are dropped.
+    attempt: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))
+    # Prompt and generated tokens so far: what a stopped Node pays, as a cut stream does.
+    used_tokens: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))
+    # The old platform's marks (export version 2).
+    text_modified: bool = Field(default=False, sa_column=Column(Boolean(), nullable=False, server_default=false()))
+    context_modified: bool = Field(default=False, sa_column=Column(Boolean(), nullable=False, server_default=false()))
+    slice_offset: int | None = Field(default=None, sa_column=Column(Integer(), nullable=True))
+    slice_end: int | None = Field(default=None, sa_column=Column(Integer(), nullable=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+    deleted_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+
+
+Index("ix_loom_nodes_loom_id", LoomNode.__table__.c.loom_id)
+Index("ix_loom_nodes_work_id", LoomNode.__table__.c.work_id)

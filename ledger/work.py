@@ -248,14 +248,16 @@ async def fail_queued(session: AsyncSession, work_id: uuid.UUID, result: Result,
 
 
 async def cancel(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, kind: WorkKind, now: datetime,
-                 kept_for: timedelta, *, running_end: HoldEnd = WHOLE, result_body: str | None = None) -> Work | None:
+                 kept_for: timedelta, *, running_end: HoldEnd = WHOLE, result_body: str | None = None,
+                 commit: bool = True) -> Work | None:
     """Cancel a queued or running row of the User; an ended row stays as it is.
 
     A running attempt's Hold ends by `running_end`: for a Job its whole Hold,
     as a request without a stream that stopped after it reached Inference
     pays; a harvest pays it only once its GPU run started (ledger/harvests.py).
     Its Runner sees the row change and stops the work. `result_body`, when
-    given, is the cancelled row's body (a harvest's charged tokens).
+    given, is the cancelled row's body (a harvest's charged tokens). Without
+    `commit` the change joins the caller's transaction (a Loom's stop).
     """
     work = await _locked(session, work_id, user_id)
     if work is None or work.kind != kind:
@@ -272,8 +274,9 @@ async def cancel(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, 
     work.lease_owner, work.lease_until = "", None
     work.result_expires_at = now + kept_for
     session.add(work)
-    await session.commit()
-    await session.refresh(work)
+    if commit:
+        await session.commit()
+        await session.refresh(work)
     return work
 
 
