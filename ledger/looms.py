@@ -284,7 +284,7 @@ async def branch(session: AsyncSession, loom_id: uuid.UUID, parent_id: uuid.UUID
     tree = await load(session, loom_id, user_id, lock=True)
     parent = tree.node(parent_id)
     if parent.status not in (NodeStatus.completed, NodeStatus.cancelled):
-        raise LoomConflict(branch_refusal(parent.status))
+        raise LoomConflict(branch_refusal(parent.status, loom_id))
     check_room(tree, len(new_nodes))
     if not tree.loom.title:
         tree.loom.title = title_from_root(tree.prompt)
@@ -313,12 +313,12 @@ async def branch(session: AsyncSession, loom_id: uuid.UUID, parent_id: uuid.UUID
     return made
 
 
-def branch_refusal(status: NodeStatus) -> str:
+def branch_refusal(status: NodeStatus, loom_id: uuid.UUID) -> str:
     if status == NodeStatus.failed:
         return ("This Node failed, so it takes no Branch. Grow a Branch under its parent, "
                 "or delete it.")
     return (f"This Node is {status.value}, so it takes no Branch yet. Branch only under a completed "
-            "or cancelled Node: wait until it ends, or stop it with POST /v1/looms/{loom_id}/cancel.")
+            f"or cancelled Node: wait until it ends, or stop it with POST /v1/looms/{loom_id}/cancel.")
 
 
 # -- Stop -------------------------------------------------------------------------------------------

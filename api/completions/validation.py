@@ -171,6 +171,13 @@ def reject_unknown(obj: dict, known: set[str] | dict, path: str) -> None:
             raise InvalidRequest(Msg.UNKNOWN.format(path=f"{path}.{key}"), _param(path))
 
 
+def reject_unknown_fields(body: dict, known: set[str] | dict | tuple) -> None:
+    """A top-level field that the route does not know: 400, `param` the field."""
+    for key in body:
+        if key not in known:
+            raise InvalidRequest(Msg.UNKNOWN.format(path=key), key)
+
+
 def required(obj: dict, key: str, path: str) -> object:
     if obj.get(key) is None:
         raise InvalidRequest(Msg.MISSING.format(path=f"{path}.{key}"), _param(path))
@@ -374,9 +381,7 @@ def parse_completion_request(body: object) -> CompletionRequest:
     """The CompletionRequest of a decoded JSON body, or InvalidRequest."""
     if not isinstance(body, dict):
         raise InvalidRequest(Msg.BODY)
-    for key in body:
-        if key not in _FIELDS:  # extra_body, best_of, suffix, logit_bias, typos
-            raise InvalidRequest(Msg.UNKNOWN.format(path=key), key)
+    reject_unknown_fields(body, _FIELDS)  # extra_body, best_of, suffix, logit_bias, typos
     if body.get("prompt") is None:
         raise InvalidRequest(Msg.MISSING.format(path="prompt"), "prompt")
     # A null field gets its default, for every field (DESIGN.md).

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api import errors
-from api.completions.validation import Msg, integer, parse_completion_request
+from api.completions.validation import Msg, integer, parse_completion_request, reject_unknown_fields
 
 MAX_NODE_TOKENS = 1000
 MAX_NODES_PER_BRANCH = 8
@@ -55,9 +55,7 @@ def parse_branch(body: object) -> Branch:
     that Completions refuses."""
     if not isinstance(body, dict):
         raise errors.InvalidRequest(Msg.BODY)
-    for key in body:
-        if key not in BRANCH_FIELDS:
-            raise errors.InvalidRequest(Msg.UNKNOWN.format(path=key), key)
+    reject_unknown_fields(body, BRANCH_FIELDS)
     if body.get("model") is None:
         raise errors.InvalidRequest(Msg.MISSING.format(path="model"), "model")
     # Completions' own checks of every type and range, for one Node's request.

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 
 from api import errors
 from api.completions.service import CompletionService
-from api.completions.validation import Msg, boolean, reject_unknown, text
+from api.completions.validation import Msg, boolean, reject_unknown_fields, text
 from api.idempotency import replay_response
 from api.looms.branch import Branch, parse_branch
 from api.looms.views import branch_json, deleted_json, loom_json, summary_json
@@ -78,7 +78,7 @@ class LoomService:
 
     async def create(self, body: Any, principal: Any, key: str | None) -> Response:
         body = _object(body)
-        reject_unknown(body, {"prompt"}, "")
+        reject_unknown_fields(body, {"prompt"})
         if body.get("prompt") is None:
             raise errors.InvalidRequest(Msg.MISSING.format(path="prompt"), "prompt")
         prompt = text(body["prompt"], "prompt")
@@ -101,7 +101,7 @@ class LoomService:
 
     async def change(self, loom_id: str, body: Any, principal: Any, key: str | None) -> Response:
         body = _object(body)
-        reject_unknown(body, {"title", "pinned"}, "")
+        reject_unknown_fields(body, {"title", "pinned"})
         title = None if body.get("title") is None else text(body["title"], "title")
         pinned = None if body.get("pinned") is None else boolean(body["pinned"], "pinned")
         loom = parse_id(loom_id, "loom")
@@ -140,7 +140,7 @@ class LoomService:
         parent_node = tree.node(parent)
         # The cheap refusals first; the ledger checks the state again under the Loom's lock.
         if parent_node.status not in (NodeStatus.completed, NodeStatus.cancelled):
-            raise LoomConflict(looms.branch_refusal(parent_node.status))
+            raise LoomConflict(looms.branch_refusal(parent_node.status, loom))
         looms.check_room(tree, branch.n)
         prompt_tokens = await self._check_as_completions_do(branch, tree.path_text(parent))
         await self._check_one_node_fits(model, prompt_tokens, principal)
