@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     models_dir: Path | None = None
     # Streams: a `: keepalive` comment when Inference is silent this long.
     keepalive_s: float = 5.0
+    # The Loom stream reads its Loom this often while a Node grows (the spec: 250 ms).
+    loom_stream_poll_s: float = 0.25
     # Without a stream: past this, answer 200 and send spaces until the JSON.
     long_wait_s: float = 150.0
     # The most the API waits for Inference's answer, or between two chunks.

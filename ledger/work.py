@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import Awaitable, Callable
 
 from sqlalchemy import and_, case, exists, func, or_, update
 from sqlmodel import select
@@ -52,6 +52,9 @@ class Result:
     status: WorkStatus
     http_status: int
     body: str  # JSON text of the answer
+    # The kind's own rows, written in the transaction that ends the row (a Loom Node's end);
+    # it does not run when the row is no longer this attempt's (cancelled, requeued). It must not commit.
+    also: Callable[[AsyncSession], Awaitable[None]] | None = None
 
 
 async def enqueue_within(session: AsyncSession, work: Work, allowed: Callable[[Counts], bool],
@@ -228,8 +231,7 @@ async def finish(session: AsyncSession, work_id: uuid.UUID, owner: str, result: 
         await session.rollback()
         return False
     await _end_attempt_hold(session, work, hold, now)
-    _end(work, result, now, kept_for)
-    session.add(work)
+    await _end(session, work, result, now, kept_for)
     await session.commit()
     return True
 
@@ -241,8 +243,7 @@ async def fail_queued(session: AsyncSession, work_id: uuid.UUID, result: Result,
     if work.status != WorkStatus.queued:
         await session.rollback()
         return False
-    _end(work, result, now, kept_for)
-    session.add(work)
+    await _end(session, work, result, now, kept_for)
     await session.commit()
     return True
 
@@ -300,10 +301,13 @@ async def _detached(session: AsyncSession, work: Work | None) -> Work | None:
     return work
 
 
-def _end(work: Work, result: Result, now: datetime, kept_for: timedelta) -> None:
+async def _end(session: AsyncSession, work: Work, result: Result, now: datetime, kept_for: timedelta) -> None:
+    if result.also is not None:
+        await result.also(session)
     work.status, work.result_status, work.result_body = result.status, result.http_status, result.body
     work.finished_at, work.result_expires_at = now, now + kept_for
     work.lease_owner, work.lease_until = "", None
+    session.add(work)
 
 
 async def _locked(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID | None = None) -> Work | None:

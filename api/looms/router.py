@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 
 from api.auth import ApiKeyDep, WorkKeyDep, services_of
 from api.body import read_json
+from api.errors_http import request_id_of
 from api.idempotency import idempotency_key
 from api.looms import changes, files, stream
 from api.looms.service import LoomService, parse_id
@@ -62,7 +63,8 @@ async def delete_loom(loom_id: str, request: Request, principal: ApiKeyDep):
 
 @router.get("/v1/looms/{loom_id}/stream")
 async def stream_loom(loom_id: str, request: Request, principal: ApiKeyDep):
-    return await stream.follow(services_of(request), parse_id(loom_id, "loom"), principal)
+    return await stream.follow(services_of(request), parse_id(loom_id, "loom"), principal,
+                               request_id_of(request))
 
 
 @router.post("/v1/looms/{loom_id}/cancel")

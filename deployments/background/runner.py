@@ -9,7 +9,8 @@ root registers; the Runner knows no kind. It keeps nothing a restart would lose:
   changed (a cancel, a lease that lapsed), queues again the rows of Runners
   that died, and ends queued rows of revoked keys and suspended Users;
 - every `housekeeping_s` it drops what expired: the bodies of ended rows'
-  results and the Idempotency-Keys of more than 24 hours;
+  results, the Idempotency-Keys of more than 24 hours, and deleted Looms
+  after 14 days;
 - `stop()` is the planned stop: running work gets a grace period, then goes
   back to `queued` with its Hold released, so the cut request costs nothing.
 """
@@ -28,6 +29,7 @@ from deployments.background.kinds import AttemptHold, WorkHandler, WorkLost
 from ledger import work as queue
 from ledger.coltypes import utcnow
 from ledger.idempotency import purge_expired
+from ledger.looms import erase_deleted
 from ledger.models import Work, WorkKind
 from ledger.survive import survive
 
@@ -198,12 +200,15 @@ class Runner:
                     log.warning("background work %s lost its Runner; it runs again", work_id)
 
     async def _housekeeping(self) -> None:
-        """What expires: results (the rows stay, a Job answers 410) and Idempotency-Keys (24 hours)."""
+        """What expires: results (the rows stay, a Job answers 410), Idempotency-Keys (24 hours),
+        and the Looms and Nodes deleted 14 days ago."""
         now = utcnow()
         async with self.sessions() as session:
             await queue.drop_expired_results(session, now)
         async with self.sessions() as session:
             await purge_expired(session, now)
+        async with self.sessions() as session:
+            await erase_deleted(session, now)
 
     async def _end_unusable(self) -> None:
         for handler in self.handlers.values():

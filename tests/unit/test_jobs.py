@@ -557,7 +557,7 @@ async def test_health_shows_the_runner_and_work_that_no_runner_takes(jobs: Jobs)
     health = (await jobs.stack.http.get("/health")).json()
     validate(health, "Health")
     assert health["wrapper"]["runners"] == [{"name": name, "running": 0, "seconds_since_poll": None}
-                                            for name in ("harvests", "jobs")]  # the kinds the platform runs
+                                            for name in ("harvests", "jobs", "nodes")]  # the kinds the platform runs
     assert (health["status"], health["degraded_reasons"]) == ("degraded", ["runner_stale:jobs"])
     jobs.runner()
     await jobs.wait(job["id"], "succeeded")
