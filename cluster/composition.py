@@ -64,8 +64,9 @@ def handler_types() -> list[type]:
     """The kinds of background work this platform runs: one handler class each."""
     from api.harvests.handler import HarvestHandler
     from api.jobs.handler import JobHandler
+    from api.looms.handler import NodeHandler
 
-    return [JobHandler, HarvestHandler]
+    return [JobHandler, NodeHandler, HarvestHandler]
 
 
 def handlers(services: Services) -> list[WorkHandler]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -100,6 +100,59 @@ class CompletionService:
         gateway = self.services.gateways[model.id]
         admitted = await self.admission.admit(planned, model, gateway, request_id, principal, policy, sink)
         return await self._collect(admitted, gateway, request_id)
+
+    async def stream_in_background(self, body: Any, request_id: str, principal: Any, policy: AdmissionPolicy,
+                                   sink: HoldSink, on_progress: OnProgress) -> Grown:
+        """One request of background work with a stream (a Loom Node): its text grows while
+        Inference writes it. After each output, `on_progress(text, logprobs, used_tokens)` gets
+        the choice's text so far, its log probabilities so far (None without `logprobs`) and
+        the prompt and generated tokens so far.
+
+        The Hold settles as a stream's does: to Inference's usage at the end, to what was sent
+        when the stream breaks (the ApiError is raised after the text before it went to
+        `on_progress`), released when nothing came. A cut attempt (CancelledError: a stop, a
+        restart, a lost lease) settles nothing: whoever cut it ends the Hold, by a Loom stop's
+        or a requeue's rule, in the transaction that changes the work row.
+        """
+        planned, model = await asyncio.to_thread(self.prepare, body)
+        gateway = self.services.gateways[model.id]
+        admitted = await self.admission.admit(planned, model, gateway, request_id, principal, policy, sink)
+        outputs = run_outputs(admitted.assembly, gateway, request_id, admitted.waits)
+        try:
+            return await self._grow(admitted, outputs, on_progress)
+        finally:
+            await survive(self._close_outputs(admitted, outputs))
+
+    @staticmethod
+    async def _grow(admitted: Admitted, outputs: AsyncIterator, on_progress: OnProgress) -> Grown:
+        assembly, settlement = admitted.assembly, admitted.settlement
+        growth = _Growth()
+        try:
+            async for p, output in outputs:
+                growth.add(assembly.add(p, output))
+                await on_progress(growth.text, growth.logprobs, assembly.usage()["total_tokens"])
+            check_complete(assembly)
+        except errors.ApiError:
+            if assembly.completion_tokens():
+                await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.failed)
+            else:  # refused, or failed before a token
+                await settlement.release()
+            raise
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            await settlement.release()  # the API's own failure costs nothing
+            raise
+        usage = assembly.usage()
+        await settlement.reported(usage["total_tokens"])
+        (choice,) = assembly.completion()["choices"]
+        return Grown(choice["text"], choice["logprobs"], usage)
+
+    @staticmethod
+    async def _close_outputs(admitted: Admitted, outputs: AsyncIterator) -> None:
+        """Stop the engine and free the places."""
+        await outputs.aclose()
+        await admitted.exits.aclose()
 
     # -- without a stream -------------------------------------------------------
     async def _collect(self, admitted: Admitted, gateway: ModelGateway, request_id: str) -> dict:
@@ -210,6 +263,35 @@ class CompletionService:
                 continue
             out.append(sse(assembly.chunk([choice], usage if continuous else None)))
         return out
+
+
+OnProgress = Callable[[str, "dict | None", int], Awaitable[None]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Grown:
+    """A background stream's answer: the text, its log probabilities (text_offset counted
+    within the text, from 0; None without `logprobs`) and the usage."""
+
+    text: str
+    logprobs: dict | None
+    usage: dict[str, int]
+
+
+class _Growth:
+    """One choice's text and log probabilities so far, from its stream chunks."""
+
+    def __init__(self) -> None:
+        self.text, self.logprobs = "", None
+
+    def add(self, choices: list[dict[str, Any]]) -> None:
+        for choice in choices:
+            self.text += choice["text"]
+            if choice["logprobs"] is not None:
+                if self.logprobs is None:
+                    self.logprobs = {key: [] for key in choice["logprobs"]}
+                for key, values in choice["logprobs"].items():
+                    self.logprobs[key].extend(values)
 
 
 def check_complete(assembly: CompletionAssembly) -> None:

@@ -1,0 +1,189 @@
+"""How the Runner runs one Loom Node: one Completion of its path's text, as a stream,
+its text written as it grows (spec: "Grow a Loom with the API").
+
+The work row (kind `node`) names the Node; the Node's `request` holds the
+Branch fields it runs with. Each attempt starts the Node again from the
+beginning (`ledger.loom_runs.start`), and every write of the Node is
+conditioned on that attempt, so a stop keeps the text it saw and a cut
+attempt's late writes are dropped. The Node's end is written in the
+transaction that ends its work row and its Hold (`queue.Result.also`), so a
+Node ends with its charge or not at all. The Hold settles as a stream's does
+(`CompletionService.stream_in_background`): a stopped Node pays for the
+text it grew, by the stop's own transaction (`ledger.looms.cancel_growing`).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any, Awaitable, Callable
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from api import errors
+from api.completions.admission import background
+from api.completions.service import CompletionService, Grown
+from api.looms.branch import as_branch_param
+from deployments.background.kinds import AttemptHold
+from ledger import loom_runs, looms
+from ledger import work as queue
+from ledger.errors import LoomNotFound
+from ledger.keys import ACCOUNT_SUSPENDED, KEY_REVOKED, Principal
+from ledger.models import NodeStatus, UsageSource, Work, WorkKind, WorkStatus
+
+log = logging.getLogger("acs.looms")
+
+FAILED = "The API failed to run this Node. Grow a new Branch under its parent to sample it again."
+# A Node that a stop cancelled, or that was deleted, before it ran: the work row has no answer.
+GONE = queue.Result(WorkStatus.cancelled, 200, "{}")
+
+
+def _as_json(body: Any) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def node_error(error: errors.ApiError, *, started: bool) -> dict[str, Any]:
+    """What POST /v1/completions answers for the same request, without a request_id (an error
+    after the answer started as its stream's error event says it); `param` a Branch field or null."""
+    body = error.body(None, in_stream=started)["error"]
+    return {**body, "param": as_branch_param(body["param"])}
+
+
+def completion_body(work: Work, node_request: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The Node's one Completion: the text of its path, with its Branch fields (unset ones left out)."""
+    fields = {key: value for key, value in node_request.items() if key != "model" and value is not None}
+    return {"model": work.model_id, "prompt": prompt, "stream": True, **fields}
+
+
+class GrowingText:
+    """Writes a Node's text as it grows, so reads and the Loom's stream see it: at most one
+    write in flight, each write the newest text (the ones in between are skipped), and at
+    most one every WRITE_EVERY_S, since readers poll (the Loom's stream every 250 ms)."""
+
+    WRITE_EVERY_S = 0.1
+
+    def __init__(self, write: Callable[[str, int], Awaitable[Any]]) -> None:
+        self._write = write
+        self._newest: tuple[str, int] | None = None
+        self._task: asyncio.Task | None = None
+        self._closed = asyncio.Event()
+        self.text, self.used_tokens = "", 0
+
+    async def offer(self, text: str, _logprobs: Any, used_tokens: int) -> None:
+        self.text, self.used_tokens = text, used_tokens
+        self._newest = (text, used_tokens)
+        if not self._closed.is_set() and (self._task is None or self._task.done()):
+            self._task = asyncio.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self._newest is not None and not self._closed.is_set():
+            text, used_tokens = self._newest
+            self._newest = None
+            try:
+                await self._write(text, used_tokens)
+            except Exception:  # noqa: BLE001 - a lost write is made good by the next one, or the end
+                log.exception("writing a growing Node's text failed")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._closed.wait(), self.WRITE_EVERY_S)
+
+    async def settled(self) -> None:
+        """No more writes, and the one in flight is done: the Node's end comes after it."""
+        self._closed.set()
+        if self._task is not None:
+            await self._task
+
+    def abandon(self) -> None:
+        """No more writes; the one in flight ends on its own (its condition drops it if need be)."""
+        self._closed.set()
+
+
+class NodeHandler:
+    kind = WorkKind.node
+
+    def __init__(self, services: Any) -> None:
+        self.services, self.ledger = services, services.ledger
+        self.completions = CompletionService(services)
+        self.policy = background(UsageSource.loom, services.settings.background_answer_wait_s)
+        self.kept_for = timedelta(seconds=services.settings.job_result_kept_s)
+
+    async def run(self, work: Work, hold: AttemptHold) -> queue.Result:
+        loom_id, node_id = node_of(work)
+        try:
+            node_request, prompt = await self._prompt(loom_id, node_id, work.user_id)
+        except LoomNotFound:
+            return GONE
+        async with self.ledger.write_sessions() as session:
+            if not await loom_runs.start(session, node_id, work.attempts):
+                return GONE
+        principal = Principal(user_id=work.user_id, key_id=work.key_id, key_name="")
+        # Each attempt its own engine request ids: an attempt cut by a crash may still run there.
+        engine_request_id = f"{work.request_id}-{work.attempts}"
+        growing = GrowingText(lambda text, used: self._progress(node_id, work.attempts, text, used))
+        try:
+            grown: Grown = await self.completions.stream_in_background(
+                completion_body(work, node_request, prompt), engine_request_id, principal, self.policy, hold,
+                growing.offer)
+        except errors.ApiError as error:  # refused, or failed: the text before the failure stays
+            await growing.settled()
+            ending = _ending(node_id, work.attempts, NodeStatus.failed, growing.text, used_tokens=growing.used_tokens,
+                             error=node_error(error, started=growing.used_tokens > 0))
+            return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(work.request_id)), also=ending)
+        except BaseException:
+            growing.abandon()
+            raise
+        await growing.settled()
+        ending = _ending(node_id, work.attempts, NodeStatus.completed, grown.text, logprobs=grown.logprobs,
+                         used_tokens=grown.usage["total_tokens"])
+        return queue.Result(WorkStatus.succeeded, 200, _as_json({"usage": grown.usage}), also=ending)
+
+    async def _prompt(self, loom_id: uuid.UUID, node_id: uuid.UUID, user_id: uuid.UUID) -> tuple[dict, str]:
+        """The Node's Branch fields and the text of the path from the root to its parent."""
+        async with self.services.sessions() as session:
+            tree = await looms.read(session, loom_id, user_id)
+        node = tree.node(node_id)
+        prompt = "" if node.parent_id is None else tree.path_text(node.parent_id)
+        return json.loads(node.request or "{}"), prompt
+
+    async def _progress(self, node_id: uuid.UUID, attempt: int, text: str, used_tokens: int) -> None:
+        async with self.ledger.write_sessions() as session:
+            await loom_runs.progress(session, node_id, attempt, text, used_tokens)
+
+    def failed(self, work: Work) -> queue.Result:
+        """The platform failed to run the Node: it fails, keeping the text it saved, and costs nothing."""
+        error = errors.InternalError(FAILED)
+        node = node_error(error, started=False)
+
+        async def fail_node(session: AsyncSession) -> None:
+            await loom_runs.fail_growing_node_within(session, work.id, node)
+
+        return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(work.request_id)), also=fail_node)
+
+    def refused(self, unusable: queue.Unusable) -> queue.Result:
+        """A revoked key's or a suspended User's queued Node fails with 401 invalid_api_key and
+        never reaches Inference (spec: "Read a failed Node")."""
+        error = errors.InvalidApiKey(KEY_REVOKED if unusable.revoked else ACCOUNT_SUSPENDED)
+        node = node_error(error, started=False)
+
+        async def fail_node(session: AsyncSession) -> None:
+            await loom_runs.fail_queued_node_within(session, unusable.work_id, node)
+
+        return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(unusable.request_id)),
+                            also=fail_node)
+
+
+def node_of(work: Work) -> tuple[uuid.UUID, uuid.UUID]:
+    """The Loom and the Node that a work row of kind `node` runs."""
+    names = json.loads(work.request)
+    return uuid.UUID(names["loom_id"]), uuid.UUID(names["node_id"])
+
+
+def _ending(node_id: uuid.UUID, attempt: int, status: NodeStatus, text: str, *, used_tokens: int,
+            logprobs: dict | None = None, error: dict | None = None) -> Callable[[AsyncSession], Awaitable[Any]]:
+    """The Node's end, written in the transaction that ends its work row (`queue.finish`):
+    dropped with it when a stop or a restart took the row meanwhile."""
+    async def end(session: AsyncSession) -> None:
+        await loom_runs.end_within(session, node_id, attempt, status, text, logprobs, error, used_tokens)
+    return end
