@@ -95,7 +95,9 @@ def _file_node(node: LoomNode, position: int) -> dict[str, Any]:
 
 def _generation_config(node: LoomNode) -> dict[str, Any] | None:
     config = {} if node.request is None else json.loads(node.request)
-    config.update({mark: getattr(node, mark) for mark in MARKS if getattr(node, mark) not in (None, False)})
+    # A mark goes in when it is set: true, or a range's end (0 too, a place).
+    config.update({mark: getattr(node, mark) for mark in MARKS
+                   if getattr(node, mark) is True or type(getattr(node, mark)) is int})
     return config or None
 
 
