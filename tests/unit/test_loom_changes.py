@@ -265,7 +265,8 @@ async def test_a_split_of_a_split_keeps_the_ranges_within_the_first_sample(trees
     after = await trees.ok("POST", f"/{loom['id']}/nodes/{child['id']}/split", {"offset": 2})
     (grandchild,) = [n for n in after["nodes"] if n["parent_id"] == child["id"]]
     assert [by_id(after)[n]["text"] for n in (crying, child["id"], grandchild["id"])] == [" cr", "yi", "ng,"]
-    ranges = [((row := await trees.row(n)).slice_offset, row.slice_end) for n in (crying, child["id"], grandchild["id"])]
+    rows = [await trees.row(n) for n in (crying, child["id"], grandchild["id"])]
+    ranges = [(row.slice_offset, row.slice_end) for row in rows]
     assert ranges == [(0, 3), (3, 5), (5, 8)]
 
 

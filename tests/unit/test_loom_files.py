@@ -11,7 +11,7 @@ import pytest
 
 from ledger.models import NodeStatus
 from tests.spec import assert_error, validate
-from tests.unit.test_loom_changes import COLOUR, CRYING, REQUEST, Trees, by_id, path_text
+from tests.unit.test_loom_changes import COLOUR, REQUEST, Trees, by_id, path_text
 from tests.accounts import another_key
 
 BRANCH = {"model": "llama-8b", "max_tokens": 2, "n": 2, "logprobs": 1, "seed": 7}
@@ -309,20 +309,23 @@ async def test_the_old_platforms_fields_are_read_and_not_kept(trees: Trees) -> N
     ({"nodes": [{"id": "a"}], "title": "x"}, "title", "Unknown parameter: 'title'."),
     ({"nodes": [{"id": "a"}], "loom": "x"}, "loom", "Invalid type for 'loom': expected an object."),
     ({"nodes": [{"id": "a"}], "loom": {"name": "x"}}, "loom", "Unknown parameter: 'loom.name'."),
-    ({"nodes": [{"id": "a"}], "loom": {"title": 3}}, "loom", "Invalid type for 'loom.title': expected a string or null."),
+    ({"nodes": [{"id": "a"}], "loom": {"title": 3}}, "loom",
+     "Invalid type for 'loom.title': expected a string or null."),
     ({"nodes": ["a"]}, "nodes", "Invalid type for 'nodes[0]': expected an object."),
     ({"nodes": [{"text": "x"}]}, "nodes", "Missing required parameter: 'nodes[0].id'."),
     ({"nodes": [{"id": 1}]}, "nodes", "Invalid type for 'nodes[0].id': expected a string."),
     ({"nodes": [{"id": ""}]}, "nodes", "Invalid value for 'nodes[0].id': expected a non-empty string."),
     ({"nodes": [{"id": "a", "children": []}]}, "nodes", "Unknown parameter: 'nodes[0].children'."),
-    ({"nodes": [{"id": "a", "parent_id": 2}]}, "nodes", "Invalid type for 'nodes[0].parent_id': expected a string or null."),
+    ({"nodes": [{"id": "a", "parent_id": 2}]}, "nodes",
+     "Invalid type for 'nodes[0].parent_id': expected a string or null."),
     ({"nodes": [{"id": "a", "text": 2}]}, "nodes", "Invalid type for 'nodes[0].text': expected a string."),
     ({"nodes": [{"id": "a", "text": "x\x00"}]}, "nodes", "A text cannot hold the character U+0000 (NUL)."),
     ({"nodes": [{"id": "a", "position": -1}]}, "nodes",
      "Invalid value for 'nodes[0].position': expected a value greater than or equal to 0."),
     ({"nodes": [{"id": "a", "position": 2**31}]}, "nodes",
      "Invalid value for 'nodes[0].position': expected a value less than or equal to 2147483647."),
-    ({"nodes": [{"id": "a", "position": "1"}]}, "nodes", "Invalid type for 'nodes[0].position': expected a number or null."),
+    ({"nodes": [{"id": "a", "position": "1"}]}, "nodes",
+     "Invalid type for 'nodes[0].position': expected a number or null."),
     ({"nodes": [{"id": "a", "seed": -1}]}, "nodes",
      "Invalid value for 'nodes[0].seed': expected a value greater than or equal to 0."),
     ({"nodes": [{"id": "a", "model": 3}]}, "nodes", "Invalid type for 'nodes[0].model': expected a string or null."),
