@@ -330,16 +330,19 @@ async def cancel_growing(session: AsyncSession, loom_id: uuid.UUID, user_id: uui
     saved and pays for its tokens so far, as a stream that you close; a queued one held nothing."""
     tree = await load(session, loom_id, user_id, lock=True)
     for node in tree.growing():
-        row = await session.get(LoomNode, node.id, with_for_update=True)
-        running = row.status == NodeStatus.running
+        # The work row first, as `queue.finish` locks it before it writes the Node's end.
+        work = None if node.work_id is None else await session.get(Work, node.work_id, with_for_update=True)
+        row = await session.get(LoomNode, node.id, with_for_update=True, populate_existing=True)
+        if row.status not in GROWING:  # it ended meanwhile: its end stands
+            continue
+        running = row.status == NodeStatus.running and work is not None and work.status == WorkStatus.running
         row.status = NodeStatus.cancelled
-        if node.status == NodeStatus.queued:  # a restart put it back: what it grew is gone
+        if not running:  # queued, or put back by a restart: what it grew is gone
             row.text, row.logprobs, row.used_tokens = "", None, 0
         session.add(row)
-        work = None if row.work_id is None else await session.get(Work, row.work_id, with_for_update=True)
         if work is not None and work.status not in ENDED:
             paid = queue.HoldEnd(row.used_tokens, Counting.partial, UsageStatus.stopped)
-            await queue.cancel(session, row.work_id, user_id, WorkKind.node, now, kept_for,
+            await queue.cancel(session, work.id, user_id, WorkKind.node, now, kept_for,
                                running_end=paid if running else queue.RELEASE, commit=False)
     await session.commit()
     return await read(session, loom_id, user_id)

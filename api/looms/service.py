@@ -18,26 +18,29 @@ from fastapi.responses import JSONResponse, Response
 
 from api import errors
 from api.completions.service import CompletionService
-from api.completions.validation import Msg, boolean, reject_unknown_fields, text
+from api.completions.validation import Msg, bad_value, boolean, reject_unknown_fields, text
 from api.idempotency import replay_response
 from api.looms.branch import Branch, parse_branch
 from api.looms.views import branch_json, deleted_json, loom_json, summary_json
 from api.services import Services
 from ledger import looms
 from ledger.coltypes import utcnow
-from ledger.errors import LoomConflict, LoomNotFound
+from ledger.errors import LoomConflict
 from ledger.idempotency import Replay
 from ledger.models import NodeStatus, UsageSource
 from ledger.tokens import HoldAsk
 
 
+EXAMPLE_ID = "01a12e70-9370-7a9b-87d6-4c3d2621969e"
+
+
 def parse_id(value: str, what: str) -> uuid.UUID:
-    """A path id; one that is not a UUID names no Loom or Node of yours: 404, as the spec's table says."""
+    """A path id; one that is not a UUID is not valid (400, as DESIGN.md decided for every path id)."""
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise LoomNotFound(looms.not_found_message(value) if what == "loom"
-                           else looms.NODE_NOT_FOUND.format(node_id=value)) from None
+        name = "Loom" if what == "loom" else "Node"
+        raise bad_value(f"{what}_id", f"a {name} id, a UUID such as {EXAMPLE_ID}") from None
 
 
 def _object(body: Any) -> dict:

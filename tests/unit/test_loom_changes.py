@@ -502,7 +502,7 @@ def change_calls(loom_id: str, node_id: str) -> list[tuple[str, str, Any]]:
             ("DELETE", f"/{loom_id}/nodes/{node_id}", None)]
 
 
-async def test_another_users_loom_an_unknown_node_and_ids_that_are_not_uuids_get_404(trees: Trees) -> None:
+async def test_another_users_loom_and_an_unknown_node_get_404_ids_that_are_not_uuids_400(trees: Trees) -> None:
     loom, crying, _ = await trees.guide_loom()
     before = await trees.read(loom)
     stranger = await another_key(trees.stack, same_user=False)
@@ -510,11 +510,13 @@ async def test_another_users_loom_an_unknown_node_and_ids_that_are_not_uuids_get
         assert_error(await trees.call(method, path, body, key=stranger), 404, None, param=None,
                      message=f"None of your Looms has the id {loom['id']}.")
     other = await trees.make("Another of mine")
-    for node_id in (str(uuid.uuid4()), other["nodes"][0]["id"], "not-a-uuid"):
+    for node_id in (str(uuid.uuid4()), other["nodes"][0]["id"]):
         for method, path, body in change_calls(loom["id"], node_id):
             assert_error(await trees.call(method, path, body), 404, None, param=None,
                          message=f"None of the Nodes of this Loom has the id {node_id}.")
+    # A path id that is not a UUID is not valid (DESIGN.md: every path id).
+    for method, path, body in change_calls(loom["id"], "not-a-uuid"):
+        assert_error(await trees.call(method, path, body), 400, "invalid_request", param="node_id")
     for method, path, body in change_calls("not-a-uuid", crying):
-        assert_error(await trees.call(method, path, body), 404, None,
-                     message="None of your Looms has the id not-a-uuid.")
+        assert_error(await trees.call(method, path, body), 400, "invalid_request", param="loom_id")
     assert await trees.read(loom) == before

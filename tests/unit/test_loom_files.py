@@ -107,12 +107,12 @@ async def test_the_export_holds_the_last_branch_the_marks_and_a_failed_nodes_err
     assert [node["id"] for node in file["nodes"]] == [node["id"] for node in (await trees.read(loom))["nodes"]]
 
 
-async def test_an_export_of_another_users_loom_or_of_an_id_that_is_not_a_uuid_gets_404(trees: Trees) -> None:
+async def test_an_export_of_another_users_loom_gets_404_and_of_an_id_that_is_not_a_uuid_400(trees: Trees) -> None:
     loom = await trees.make()
     stranger = await another_key(trees.stack, same_user=False)
     assert_error(await trees.call("GET", f"/{loom['id']}/export", key=stranger), 404, None,
                  message=f"None of your Looms has the id {loom['id']}.")
-    assert_error(await trees.call("GET", "/not-a-uuid/export"), 404, None)
+    assert_error(await trees.call("GET", "/not-a-uuid/export"), 400, "invalid_request", param="loom_id")
     await trees.call("DELETE", f"/{loom['id']}")
     assert_error(await trees.call("GET", f"/{loom['id']}/export"), 404, None)
 

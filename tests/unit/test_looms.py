@@ -112,7 +112,10 @@ async def test_another_users_ids_and_ids_that_are_not_uuids_get_404(looms: Looms
                                ("POST", f"/{loom['id']}/nodes/{root}/branch", BRANCH)):
         assert_error(await looms.call(method, path, body, key=stranger), 404, None, param=None,
                      message=f"None of your Looms has the id {loom['id']}.")
-    assert_error(await looms.call("GET", "/not-a-uuid"), 404, None, message="None of your Looms has the id not-a-uuid.")
+    # An id that is not a UUID is not valid (DESIGN.md: every path id).
+    assert_error(await looms.call("GET", "/not-a-uuid"), 400, "invalid_request", param="loom_id",
+                 message="Invalid value for 'loom_id': expected a Loom id, a UUID such as "
+                         "01a12e70-9370-7a9b-87d6-4c3d2621969e.")
     other_node = str(uuid.uuid4())
     assert_error(await looms.branch(loom, other_node), 404, None,
                  message=f"None of the Nodes of this Loom has the id {other_node}.")
