@@ -12,7 +12,7 @@ import json
 import re
 import time
 import uuid
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -25,7 +25,7 @@ from ledger.keys import set_key_status, set_standing
 from ledger.models import Hold, HoldState, KeyStatus, LoomNode, Standing, User, Work, WorkKind, WorkStatus
 from tests.accounts import another_key, principal
 from tests.spec import validate
-from tests.unit.test_jobs import Jobs, _crash, who_holds
+from tests.unit.test_jobs import Jobs, _crash, jobs, who_holds  # noqa: F401 - jobs: the fixture
 
 pytestmark = pytest.mark.postgres
 
@@ -95,18 +95,12 @@ class Looms(Jobs):
 
 
 @pytest_asyncio.fixture
-async def looms(fake_stack: Any) -> AsyncIterator[Looms]:
-    async with fake_stack.services.ledger.write_sessions() as session:
-        from ledger.models import Harvest
-
-        await session.exec(delete(Harvest))  # a harvest's row refers to its work row
-        await session.exec(delete(Work))
+async def looms(jobs: Jobs) -> Looms:
+    """The Jobs' fixture (its work table empty, its Runners stopped at the end), without Nodes."""
+    async with jobs.stack.services.ledger.write_sessions() as session:
         await session.exec(delete(LoomNode))
         await session.commit()
-    state = Looms(fake_stack, [])
-    yield state
-    for runner in state.runners:
-        await runner.stop()
+    return Looms(jobs.stack, jobs.runners)
 
 
 # -- a Node grows ------------------------------------------------------------------------------------------
