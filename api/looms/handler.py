@@ -118,18 +118,22 @@ class NodeHandler:
         async with self.ledger.write_sessions() as session:
             if not await loom_runs.start(session, node_id, work.attempts):
                 return GONE
+        return await self._grow(work, node_id, completion_body(work, node_request, prompt), hold)
+
+    async def _grow(self, work: Work, node_id: uuid.UUID, body: dict, hold: AttemptHold) -> queue.Result:
+        """Stream the Node's Completion, its text written as it grows; the Result ends the Node."""
         principal = Principal(user_id=work.user_id, key_id=work.key_id, key_name="")
         # Each attempt its own engine request ids: an attempt cut by a crash may still run there.
         engine_request_id = f"{work.request_id}-{work.attempts}"
         growing = GrowingText(lambda text, used: self._progress(node_id, work.attempts, text, used))
         try:
             grown: Grown = await self.completions.stream_in_background(
-                completion_body(work, node_request, prompt), engine_request_id, principal, self.policy, hold,
-                growing.offer)
+                body, engine_request_id, principal, self.policy, hold, growing.offer)
         except errors.ApiError as error:  # refused, or failed: the text before the failure stays
             await growing.settled()
-            ending = _ending(node_id, work.attempts, NodeStatus.failed, growing.text, used_tokens=growing.used_tokens,
-                             error=node_error(error, started=growing.used_tokens > 0))
+            started = growing.used_tokens > 0
+            ending = _ending(node_id, work.attempts, NodeStatus.failed, growing.text,
+                             used_tokens=growing.used_tokens, error=node_error(error, started=started))
             return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(work.request_id)), also=ending)
         except BaseException:
             growing.abandon()
