@@ -25,6 +25,7 @@ from ledger.coltypes import utcnow
 from ledger.models import Loom, LoomNode, NodeStatus, Work, WorkStatus
 from tests.conftest import new_key
 from tests.spec import assert_error, validate
+from tests.unit.test_jobs import jobs  # noqa: F401 - the fixture: the fake stack's own Runners
 
 DONE = "[DONE]"
 KEEPALIVE = ": keepalive"
@@ -330,6 +331,23 @@ async def test_a_branch_that_another_client_starts_is_seen(fake_stack, live):
     assert rest[-1] == DONE
 
 
+@pytest.mark.postgres
+@pytest.mark.fake(delay_s=0.1)
+async def test_the_stream_follows_a_node_that_the_runner_grows(fake_stack, jobs, live):
+    """On the Runner and the fake engine (a token each 0.1 s): the text grows from event to event."""
+    jobs.runner()
+    loom = await make_loom(fake_stack)
+    (node,) = await branch(fake_stack, loom, loom["nodes"][0]["id"], max_tokens=12)
+    _, events = await live.open(loom)
+    sent = [event for event in await events.rest() if event != DONE and event["id"] == node["id"]]
+    running = [event["text"] for event in sent if event["status"] == "running"]
+    assert len(running) >= 3 and running[-1]
+    assert all(later.startswith(earlier) for earlier, later in zip(running, running[1:]))
+    assert sent[-1]["status"] == "completed"
+    assert sent[-1]["text"] == "".join(f" t{1000 + i}" for i in range(12))
+    assert sent[-1] == (await read_nodes(fake_stack, loom))[1]
+
+
 async def test_keepalives_while_nothing_changes(fake_stack, live):
     loom = await make_loom(fake_stack)
     (node,) = await branch(fake_stack, loom, loom["nodes"][0]["id"])
@@ -448,9 +466,14 @@ async def test_a_deleted_or_unknown_loom_gets_404(fake_stack):
     loom = await make_loom(fake_stack)
     r = await fake_stack.http.delete(f"/v1/looms/{loom['id']}", headers=fake_stack.auth())
     assert r.status_code == 200, r.text
-    for loom_id in (loom["id"], str(uuid.uuid4()), "not-a-uuid"):
+    for loom_id in (loom["id"], str(uuid.uuid4())):
         response = await fake_stack.http.get(f"/v1/looms/{loom_id}/stream", headers=fake_stack.auth())
         assert_error(response, 404, None, message=looms.not_found_message(loom_id))
+
+
+async def test_a_path_id_that_is_not_a_uuid_gets_400(fake_stack):
+    response = await fake_stack.http.get("/v1/looms/not-a-uuid/stream", headers=fake_stack.auth())
+    assert_error(response, 400, "invalid_request", param="loom_id")
 
 
 async def test_the_stream_needs_an_api_key(fake_stack):
