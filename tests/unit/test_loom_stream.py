@@ -383,7 +383,7 @@ async def error_event(events: Events) -> dict:
 
 async def test_an_unexpected_read_failure_is_the_500_error_object_then_done(fake_stack, live, monkeypatch):
     loom = await make_loom(fake_stack)
-    (node,) = await branch(fake_stack, loom, loom["nodes"][0]["id"])
+    await branch(fake_stack, loom, loom["nodes"][0]["id"])
     fail_reads_after(monkeypatch, 2, OperationalError("SELECT", {}, Exception("disk I/O error")))
     response, events = await live.open(loom)
     await events.take(2)
@@ -406,7 +406,7 @@ async def test_a_mapped_read_failure_is_its_own_error_object(fake_stack, live, m
 
 async def test_a_loom_deleted_mid_stream_ends_with_its_404_error_object(fake_stack, live):
     loom = await make_loom(fake_stack)
-    (node,) = await branch(fake_stack, loom, loom["nodes"][0]["id"])
+    await branch(fake_stack, loom, loom["nodes"][0]["id"])
     response, events = await live.open(loom)
     await events.take(2)
     await delete_loom_row(fake_stack, loom["id"])
