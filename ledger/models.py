@@ -9,7 +9,7 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, Column, Enum, ForeignKey, Index, Integer, String, Text, Uuid, false, func, text
+from sqlalchemy import BigInteger, Boolean, Column, Enum, Float, ForeignKey, Index, Integer, String, Text, Uuid, false, func, text
 from sqlmodel import Field, SQLModel
 
 from ledger.coltypes import UtcDateTime, utcnow
@@ -57,6 +57,11 @@ def _created_at() -> Column:
     return Column(UtcDateTime(), nullable=False, default=utcnow)
 
 
+class Role(str, enum.Enum):
+    user = "user"
+    admin = "admin"  # the admin routes and the App's Admin page
+
+
 class User(SQLModel, table=True):
     __tablename__ = "users"
 
@@ -70,6 +75,19 @@ class User(SQLModel, table=True):
     # Harvests that each of the User's keys may start in a UTC month; None: the spec's 200.
     harvest_quota: int | None = Field(default=None, sa_column=Column(Integer(), nullable=True))
     created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+    role: Role = Field(default=Role.user, sa_column=Column(
+        Enum(Role, name="role", native_enum=False, create_constraint=True, length=16,
+             values_callable=lambda members: [member.value for member in members]),
+        nullable=False, server_default=Role.user.value))
+
+
+class UserTag(SQLModel, table=True):
+    """A tag that an admin puts on Users to find a group again: lowercase letters, digits, dashes, <= 32."""
+
+    __tablename__ = "user_tags"
+
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), primary_key=True))
+    tag: str = Field(sa_column=Column(String(32), primary_key=True))
 
 
 class ApiKey(SQLModel, table=True):
@@ -408,3 +426,61 @@ class LoomNode(SQLModel, table=True):
 
 Index("ix_loom_nodes_loom_id", LoomNode.__table__.c.loom_id)
 Index("ix_loom_nodes_work_id", LoomNode.__table__.c.work_id)
+
+
+# -- Operating the cluster: warm windows, the GPU spend, the stop's history ---------------------
+
+
+class WarmWindow(SQLModel, table=True):
+    """A time when a model keeps a floor of one replica (spec: "Keep a model Warm").
+
+    Weekly: on `days` (ISO weekday numbers 1-7, comma-separated) from `start_minute`
+    to `end_minute` of the day in `time_zone`; one that ends at or before its start
+    ends the next day. "Warm now": `ends_at` set, the days unused.
+    """
+
+    __tablename__ = "warm_windows"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    model_id: str = Field(sa_column=Column(String(100), nullable=False, index=True))
+    days: str = Field(default="", sa_column=Column(String(20), nullable=False, default=""))
+    start_minute: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))
+    end_minute: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))
+    time_zone: str = Field(default="UTC", sa_column=Column(String(64), nullable=False, default="UTC"))
+    starts_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    ends_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    created_by: str = Field(default="", sa_column=Column(String(200), nullable=False, default=""))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+
+
+class SpendSample(SQLModel, table=True):
+    """One minute's estimate of a model's GPU spend, from the replicas that ran and their price."""
+
+    __tablename__ = "spend_samples"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    at: datetime = Field(sa_column=Column(UtcDateTime(), nullable=False, index=True))
+    model_id: str = Field(sa_column=Column(String(100), nullable=False))
+    replicas: int = Field(sa_column=Column(Integer(), nullable=False))
+    gpus: float = Field(sa_column=Column(Float(), nullable=False))
+    seconds: float = Field(sa_column=Column(Float(), nullable=False))  # the span this sample covers
+    usd: float = Field(sa_column=Column(Float(), nullable=False))
+
+
+class StopChangeKind(str, enum.Enum):
+    lock = "lock"    # an admin paused new GPU work
+    clear = "clear"  # an admin lifted the pause
+    pause = "pause"  # the platform paused it at the stop amount
+
+
+class SpendStopChange(SQLModel, table=True):
+    """Every change of the spend stop, with who made it (spec: "Changes of the stop")."""
+
+    __tablename__ = "spend_stop_changes"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+    kind: StopChangeKind = Field(sa_column=_state(StopChangeKind, "kind"))
+    by: str = Field(default="", sa_column=Column(String(200), nullable=False, default=""))
+    reason: str = Field(default="", sa_column=Column(String(200), nullable=False, default=""))
+    usd: float | None = Field(default=None, sa_column=Column(Float(), nullable=True))  # the amount a pause met
