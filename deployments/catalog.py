@@ -89,6 +89,8 @@ class AutoscalingSpec(_Strict):
     initial_replicas: int | None = Field(default=None, ge=0)
     target_ongoing_requests: float = Field(default=8, gt=0)
     downscale_delay_s: float = Field(default=600, ge=0)
+    # The last replica's own delay (Serve's field): the model's idle window after its last request.
+    downscale_to_zero_delay_s: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _ordered(self) -> AutoscalingSpec:
