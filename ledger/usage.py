@@ -110,13 +110,13 @@ async def daily_usage(session: AsyncSession, user_id: uuid.UUID, first: date, la
                       key_id: uuid.UUID | None = None) -> list[DayUsage]:
     """Settled tokens and Completions of each UTC day from `first` to `last`, by the day they started."""
     check_days(first, last)
-    day = _utc_day(session, col(Hold.created_at)).label("day")
+    day = utc_day(session, col(Hold.created_at)).label("day")
     query = (
         select(day, func.count(), func.sum(col(Hold.used)),
                *(_count_of(status) for status in _ENDED))
         .where(Hold.user_id == user_id, Hold.state == HoldState.settled,
-               col(Hold.created_at) >= _midnight(first),
-               col(Hold.created_at) < _midnight(last + timedelta(days=1)))
+               col(Hold.created_at) >= midnight(first),
+               col(Hold.created_at) < midnight(last + timedelta(days=1)))
         .group_by(day)
         .order_by(day)
     )
@@ -145,14 +145,14 @@ def _count_of(status: UsageStatus) -> Any:
     return func.sum(case((col(Hold.status) == status, 1), else_=0))
 
 
-def _utc_day(session: AsyncSession, column: Any) -> Any:
+def utc_day(session: AsyncSession, column: Any) -> Any:
     # PostgreSQL's date() would use the session's time zone; SQLite stores UTC text.
     if session.get_bind().dialect.name == "postgresql":
         return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")
     return func.date(column)
 
 
-def _midnight(day: date) -> datetime:
+def midnight(day: date) -> datetime:
     return datetime.combine(day, time(), tzinfo=timezone.utc)
 
 
