@@ -26,14 +26,15 @@ def replica_count(scaling: Any) -> dict[str, Any]:
 
 def model_deployment(spec: Any) -> Application:
     from deployments.boot import deployment_name
-    from deployments.model_server import ModelServer
+    from deployments.model_server import KEEP_WARM_PLACES, ModelServer
 
     return serve.deployment(ModelServer).options(
         name=deployment_name(spec.id),
         **replica_count(spec.autoscaling),
         ray_actor_options=spec.ray_actor_options.model_dump(),
-        # The API's own in-flight cap per model is 100: Serve must not cap lower.
-        max_ongoing_requests=100,
+        # The API's own in-flight cap per model is 100: Serve must not cap lower, and
+        # the warm windows' keep_warm calls come on top of it.
+        max_ongoing_requests=100 + KEEP_WARM_PLACES,
         # A start on a cold GPU loads the weights: give the constructor room.
         health_check_period_s=10,
         health_check_timeout_s=60,

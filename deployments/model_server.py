@@ -1,27 +1,32 @@
 """The Ray Serve deployment that hosts one model's engine."""
 from __future__ import annotations
 
+import asyncio
 from typing import Any, AsyncIterator
 
-from deployments.boot import BootReporter
+from deployments.boot import CONTAINER_STARTED, BootReporter
 from deployments.engine import EngineOutput, EngineState, ForwardRequest, GenerateRequest, PromptRows
+
+# Serve places that keep_warm calls may hold on a replica beyond the API's own
+# per-model in-flight cap, so that a floor never takes a request's place.
+KEEP_WARM_PLACES = 1
 
 
 class ModelServer:
     """One replica: one vLLM engine with vllm-lens, behind the engine boundary."""
 
     def __init__(self, spec: dict[str, Any]) -> None:
+        # The container's start counts from here, before the engine's imports. The
+        # board entry stays while the replica lives: Serve's RUNNING state, not its
+        # absence, says that the start is over (the status route reads both).
+        self.boot = BootReporter.of_this_replica()
+        self.boot.report(CONTAINER_STARTED)
         from deployments.catalog import ModelSpec
         from deployments.vllm_engine import VllmEngine
 
         model = ModelSpec.model_validate(spec)
-        boot = BootReporter(model.id)
-        boot.report("container_started")
-        boot.report("weights_loading")
-        try:
-            self.engine = VllmEngine(model.weights_path(), model.vllm_args(), cpu=model.gpu_shape == "cpu")
-        finally:
-            boot.done()
+        self.engine = VllmEngine(model.weights_path(), model.vllm_args(), cpu=model.gpu_shape == "cpu",
+                                 on_stage=self.boot.report)
         self.model_id = model.id
 
     async def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
@@ -40,6 +45,13 @@ class ModelServer:
     async def state(self) -> EngineState:
         return self.engine.state()
 
+    async def keep_warm(self, seconds: float) -> None:
+        """Stay open for `seconds`: Serve's autoscaler counts one ongoing request
+        while it runs, so the model keeps (or starts) one replica. The floor
+        keeper of the warm windows calls it again and again while a window is on.
+        It runs nothing on the engine."""
+        await asyncio.sleep(max(0.0, seconds))
+
     async def check_health(self) -> None:
         """Serve's health check: a dead engine gets its replica replaced."""
         await self.engine.check_health()
@@ -47,6 +59,9 @@ class ModelServer:
     def __del__(self) -> None:
         # Serve's graceful shutdown of the replica: stop the engine, its
         # EngineCore process and the files it made.
+        boot = getattr(self, "boot", None)
+        if boot is not None:
+            boot.clear()
         engine = getattr(self, "engine", None)
         if engine is not None:
             engine.shutdown()

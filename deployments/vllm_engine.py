@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from deployments.engine import (
     ChoiceDelta, Engine, EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused, EngineState, ForwardRequest,
     GenerateRequest, PositionLogprobs, PromptRows, SamplingSpec, Steer, TokenLogprob,
 )
+from deployments.engine_stages import StageWatcher
 from deployments.lens_checks import check_forward_request, check_lens_request, engine_facts
 from deployments.vllm_runtime import prepare_environment, project_temp_files
 
@@ -25,8 +26,9 @@ def build_engine_args(weights: str, engine: dict[str, Any], cpu: bool) -> Any:
     args = dict(engine)
     args.setdefault("max_logprobs", -1)  # prompt_logprobs -1 asks for the whole vocabulary
     args.setdefault("scheduling_policy", "priority")  # the spec's `priority` field
-    # vllm-lens's extension, with our fixes of its traps (deployments/lens_fixes.py).
-    args.setdefault("worker_extension_cls", "deployments.lens_fixes.FixedHiddenStatesExtension")
+    # vllm-lens's extension, with our fixes of its traps and the reports of the start
+    # (deployments/worker_extension.py).
+    args.setdefault("worker_extension_cls", "deployments.worker_extension.WorkerExtension")
     if cpu:
         args.setdefault("distributed_executor_backend", "uni")
     args["tensor_parallel_size"] = args.get("tensor_parallel_size", 1)
@@ -151,12 +153,16 @@ def classify_failure(error: BaseException) -> Exception:
 
 
 class VllmEngine(Engine):
-    def __init__(self, weights: str, engine_args: dict[str, Any], cpu: bool = True) -> None:
+    def __init__(self, weights: str, engine_args: dict[str, Any], cpu: bool = True,
+                 on_stage: Callable[[str], None] | None = None) -> None:
+        """`on_stage` hears the start's stages from the engine's workers (weights_loading,
+        weights_loaded) while this constructor waits for the engine."""
         prepare_environment(cpu)
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self._started_at = time.time()
-        with project_temp_files() as self._temp_files:
+        stages = StageWatcher(on_stage or (lambda stage: None))
+        with project_temp_files() as self._temp_files, stages.watching():
             self._llm = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
         self._tokenizer = self._llm.get_tokenizer()
         self._facts = engine_facts(self._llm.model_config)

@@ -2,15 +2,17 @@
 wait for Inference, and Inference's failures mapped to the spec.
 
 The gateway records each answer's success or failure itself (the breaker,
-the last answer's time): a caller only reads its outputs.
+the last answer's time, the requests that wait for Inference's first output):
+a caller only reads its outputs.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from api import errors
 from api.error_mapping import refusal_error
@@ -75,13 +77,24 @@ def counts_as_failure(error: errors.ApiError) -> bool:
 
 class ModelGateway:
     def __init__(self, model_id: str, client: EngineClient, *, chunk_timeout_s: float,
-                 max_in_flight: int = 100, breaker: CircuitBreaker | None = None) -> None:
+                 max_in_flight: int = 100, breaker: CircuitBreaker | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.model_id, self.client = model_id, client
         self.chunk_timeout_s, self.max_in_flight = chunk_timeout_s, max_in_flight
         self.breaker = breaker or CircuitBreaker()
+        self.clock = clock  # wall time, for what the status route reads
         self.in_flight = 0
         self._place_freed = asyncio.Condition()
-        self.waiting_since: float | None = None
+        # When each stream that has no output yet began to wait for Inference.
+        self._waiting: dict[int, float] = {}
+        self._stream_ids = itertools.count()
+        # When Inference last finished a Completion of the model (the Warm fallback).
+        self.last_answered_at: float | None = None
+
+    @property
+    def waiting_since(self) -> float | None:
+        """When the longest wait for Inference's first output began; None when none waits."""
+        return min(self._waiting.values(), default=None)
 
     def _admit(self) -> None:
         retry_after = self.breaker.retry_after()
@@ -103,21 +116,18 @@ class ModelGateway:
             async with self._place_freed:
                 await self._place_freed.wait_for(lambda: self.in_flight < self.max_in_flight)
         self._admit()
-        if self.in_flight == 0:
-            self.waiting_since = time.time()
         self.in_flight += 1
         try:
             yield
         finally:
             self.in_flight -= 1
-            if self.in_flight == 0:
-                self.waiting_since = None
             async with self._place_freed:
                 self._place_freed.notify()
 
     def _record(self, error: errors.ApiError | None) -> None:
         if error is None:
             self.breaker.record_success()
+            self.last_answered_at = self.clock()
         elif counts_as_failure(error):
             self.breaker.record_failure()
 
@@ -131,6 +141,8 @@ class ModelGateway:
         """
         source = self.client.generate(request).__aiter__()
         wait_s, clock = waits.first_s, asyncio.get_running_loop().time
+        stream_id = next(self._stream_ids)
+        self._waiting[stream_id] = self.clock()
         try:
             while True:
                 limit = wait_s if deadline is None else min(wait_s, max(deadline - clock(), 0.0))
@@ -139,12 +151,14 @@ class ModelGateway:
                 except errors.ApiError as error:
                     self._record(error)
                     raise
+                self._waiting.pop(stream_id, None)
                 yield output
                 if output.finished:
                     self._record(None)
                     return
                 wait_s = self.chunk_timeout_s
         finally:
+            self._waiting.pop(stream_id, None)
             await _close(source)
 
     @staticmethod

@@ -1,8 +1,9 @@
 """The Model objects and the Warm check; neither ever starts a model."""
 from __future__ import annotations
 
-import time
 from typing import Any
+
+from deployments.boot import WAITING_FOR_GPU, ReplicaReport, Start
 
 STAGE_LABELS = {
     "waiting_for_gpu": "Waiting for a GPU",
@@ -10,6 +11,9 @@ STAGE_LABELS = {
     "weights_loading": "Loading model weights",
     "weights_loaded": "Preparing memory and kernels",
 }
+# Without Inference's report, a model counts as Warm this long after Inference
+# answered one of its Completions (spec: "Check whether a model is Warm").
+FALLBACK_WARM_S = 5 * 60
 
 
 def model_json(model: Any, catalog: Any) -> dict[str, Any]:
@@ -21,16 +25,41 @@ def model_json(model: Any, catalog: Any) -> dict[str, Any]:
     }
 
 
-def boot_json(stage: str, started_at: float) -> dict[str, Any]:
-    return {"stage": stage, "stage_label": STAGE_LABELS[stage], "stage_age_s": int(max(0.0, time.time() - started_at))}
+def boot_json(start: Start, now: float) -> dict[str, Any]:
+    return {"stage": start.stage, "stage_label": STAGE_LABELS[start.stage],
+            "stage_age_s": int(max(0.0, now - start.since))}
+
+
+def reported_boot(report: ReplicaReport, waiting_since: float | None) -> Start | None:
+    """The start that runs, from Inference's report and this process's waiting request."""
+    leading = report.leading_start()
+    if leading is not None and leading.stage != WAITING_FOR_GPU:
+        return leading  # a container starts (beside a serving one, perhaps)
+    if report.serving:
+        return None  # a container serves: no request waits for a GPU
+    # No container yet: a replica that Ray has no resources for, or a request
+    # that Serve's autoscaler has not answered with a replica yet. The wait counts
+    # from the request; a replica asked for by another process (the Runner's Job,
+    # a warm window) counts from Serve's request for it.
+    since = [t for t in (waiting_since, leading.since if leading else None) if t is not None]
+    return Start(WAITING_FOR_GPU, min(since)) if since else None
+
+
+def fallback(gateway: Any, now: float) -> tuple[bool, Start | None]:
+    """No report: Warm for 5 minutes after an answer; a waiting request waits for a GPU."""
+    answered = gateway.last_answered_at
+    warm = answered is not None and now - answered < FALLBACK_WARM_S
+    waiting = gateway.waiting_since
+    return warm, (None if warm or waiting is None else Start(WAITING_FOR_GPU, waiting))
 
 
 async def model_status(model: Any, services: Any) -> dict[str, Any]:
     gateway = services.gateways[model.id]
-    state = await gateway.client.state()
-    boot = None
-    if state.stage is not None and state.stage_started_at is not None:
-        boot = boot_json(state.stage, state.stage_started_at)
-    elif not state.ready and gateway.in_flight > 0 and gateway.waiting_since is not None:
-        boot = boot_json("waiting_for_gpu", gateway.waiting_since)
-    return {"id": model.id, "object": "model.status", "warm": state.ready, "boot": boot, "activation_boot": boot}
+    report = await gateway.client.state()
+    now = gateway.clock()
+    if report is None:
+        warm, start = fallback(gateway, now)
+    else:
+        warm, start = report.serving > 0, reported_boot(report, gateway.waiting_since)
+    boot = None if start is None else boot_json(start, now)
+    return {"id": model.id, "object": "model.status", "warm": warm, "boot": boot, "activation_boot": boot}

@@ -1,0 +1,17 @@
+"""The worker extension that vLLM loads into each of its workers (`worker_extension_cls`).
+
+vLLM imports it in the worker's own process before it loads the model, so
+what this module sets up applies where the engine starts and where the hooks
+run: vllm-lens's extension with our fixes of its traps, and the reports of
+the engine's start (deployments/engine_stages.py).
+"""
+from __future__ import annotations
+
+from deployments.engine_stages import report_weight_loading
+from deployments.lens_fixes import FixedHiddenStatesExtension
+
+report_weight_loading()
+
+
+class WorkerExtension(FixedHiddenStatesExtension):
+    """vllm-lens's worker extension; importing this module reports the stages too."""
