@@ -70,6 +70,10 @@ class Settings(BaseSettings):
     public_base_url: str | None = None
     # A download link works this long after the answer that made it (the spec: 7 days).
     harvest_link_ttl_s: int = 7 * 24 * 3600
+    # New GPU work pauses when the GPUs cost this much in 24 hours (from the last Clear),
+    # estimated from the model replicas counted this often (spec: "Spend limit").
+    spend_pause_usd: float = 3000.0
+    spend_sample_s: float = 60.0
 
     @model_validator(mode="after")
     def check_link_secret(self) -> Settings:

@@ -1,9 +1,10 @@
 """The composition root: the one place that builds the services.
 
 The ingress replica (`ingress_services`), the Runner replica
-(`runner_for_replica`) and the tests (`compose`) all build through here, so
-each part is wired once. The background kinds are registered here too
-(`handlers`): the Runner imports no handler.
+(`runner_for_replica`, and `operations_for_replica` beside it) and the tests
+(`compose`) all build through here, so each part is wired once. The
+background kinds are registered here too (`handlers`): the Runner imports no
+handler.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from api.traffic.limits import traffic_from_settings
 from deployments.background.kinds import WorkHandler
 from deployments.background.runner import Runner, RunnerTimes
 from deployments.catalog import Catalog, load_catalog
+from deployments.operations import Operations, build_operations
 from ledger.db import make_engine, session_factory
 
 
@@ -29,11 +31,14 @@ def build_ledger(settings: Settings, db_engine: Any) -> tuple[Any, Any]:
     from api.budget import TokenLedger
 
     sessions = session_factory(db_engine)
-    # On SQLite, IMMEDIATE takes the write lock at BEGIN: its SELECT ... FOR UPDATE.
-    write_sessions = session_factory(db_engine.execution_options(sqlite_begin="IMMEDIATE"))
-    ledger = TokenLedger(sessions, write_sessions, request_url=settings.budget_request_url,
+    ledger = TokenLedger(sessions, write_sessions_of(db_engine), request_url=settings.budget_request_url,
                          default_allowance=settings.monthly_allowance, lease_s=settings.hold_lease_s)
     return sessions, ledger
+
+
+def write_sessions_of(db_engine: Any) -> Any:
+    # On SQLite, IMMEDIATE takes the write lock at BEGIN: its SELECT ... FOR UPDATE.
+    return session_factory(db_engine.execution_options(sqlite_begin="IMMEDIATE"))
 
 
 def build_gateways(settings: Settings, clients: dict[str, EngineClient]) -> dict[str, ModelGateway]:
@@ -95,6 +100,14 @@ def ingress_services(model_handles: dict[str, Any], profile: str) -> Services:
 
 def runner_for_replica(model_handles: dict[str, Any], profile: str) -> Runner:
     return build_runner(ingress_services(model_handles, profile))
+
+
+def operations_for_replica(model_handles: dict[str, Any], profile: str) -> Operations:
+    """The spend sampler and the warm windows' floor, beside the Runner in its replica."""
+    settings = get_settings()
+    catalog = load_catalog(profile, models_root=settings.models_dir)
+    return build_operations(write_sessions_of(make_engine(settings.ledger_url())), catalog, model_handles,
+                            pause_usd=settings.spend_pause_usd, sample_s=settings.spend_sample_s)
 
 
 def _load_tokenizers(services: Services) -> None:

@@ -43,16 +43,17 @@ def model_deployment(spec: Any) -> Application:
 
 
 def runner_deployment(handles: dict[str, Application], profile: str) -> Application:
-    from cluster.composition import runner_for_replica
+    from cluster.composition import operations_for_replica, runner_for_replica
     from deployments.runner_server import RunnerServer
 
-    # The Runner runs background work (Jobs); it takes no HTTP, and the
-    # ingress holds its handle only so that Serve deploys it with the app.
+    # The Runner runs background work (Jobs) and the platform's operations (the
+    # spend, the warm windows' floor): one replica, so they run once. It takes
+    # no HTTP, and the ingress holds its handle only so that Serve deploys it.
     return serve.deployment(RunnerServer).options(
         name="runner", num_replicas=1, ray_actor_options={"num_cpus": RUNNER_CPUS},
         # A planned stop gives running work its grace (ACS_RUNNER_GRACE_S), then queues it again.
         graceful_shutdown_timeout_s=30, health_check_period_s=10, health_check_timeout_s=30,
-    ).bind(handles, profile, runner_for_replica)
+    ).bind(handles, profile, runner_for_replica, operations_for_replica)
 
 
 def build_application(profile: str) -> Application:

@@ -139,6 +139,9 @@ class ModelSpec(_Strict):
     harvest: bool = True
     harvest_class: Literal["small", "large"] = "small"
     harvest_time_limit_s: float = Field(default=60 * 60.0, gt=0)
+    # What one GPU of `gpu_shape` costs an hour (0 on a CPU): the GPU spend's
+    # estimate and what a warm window costs (spec: "Keep a model Warm").
+    gpu_hour_usd: float = Field(default=0.0, ge=0)
     # YAML key `capabilities`: facts and limit overrides. The API's dict is
     # the method capabilities(), so the field takes another Python name.
     overrides: CapabilityOverrides = Field(
@@ -158,6 +161,15 @@ class ModelSpec(_Strict):
     @property
     def is_local(self) -> bool:
         return is_local_ref(self.weights)
+
+    @property
+    def gpus_per_replica(self) -> float:
+        return self.ray_actor_options.num_gpus
+
+    @property
+    def replica_hour_usd(self) -> float:
+        """What one replica costs an hour: a Warm hour of the model."""
+        return self.gpus_per_replica * self.gpu_hour_usd
 
     def weights_path(self) -> str:
         """What to pass to vLLM as `model`: an absolute folder or a repo id."""

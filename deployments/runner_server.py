@@ -2,8 +2,9 @@
 
 It serves no HTTP: it runs the work of the ledger's queues on the model
 deployments, through the same engine clients as the ingress. It keeps no
-state a restart would lose, so it may run as several replicas; Serve's
-graceful shutdown is the Runner's planned stop.
+state a restart would lose; Serve's graceful shutdown is the Runner's planned
+stop. It runs as one replica, as the platform's operations beside it must
+(deployments/operations.py: a second replica would count the spend twice).
 """
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ import os
 from typing import Any, Callable
 
 from deployments.background.runner import Runner
+from deployments.operations import Operations
 
 
 class RunnerServer:
     async def __init__(self, model_handles: dict[str, Any], profile: str,
-                       build_runner: Callable[[dict[str, Any], str], Runner]) -> None:
+                       build_runner: Callable[[dict[str, Any], str], Runner],
+                       build_operations: Callable[[dict[str, Any], str], Operations]) -> None:
         # The composition root builds the Runner with its kinds; this replica only hosts it.
         self.runner = build_runner(model_handles, profile)
         self.runner.start()
+        # The spend sampler and the warm windows' floor: once per cluster, as this replica is.
+        self.operations = build_operations(model_handles, profile)
+        self.operations.start()
 
     async def owner(self) -> dict[str, Any]:
         """Who this replica is in the ledger (its leases and Holds), and its process."""
@@ -27,6 +33,8 @@ class RunnerServer:
     async def check_health(self) -> None:
         """A loop that ended is a Runner that stopped working: Serve replaces the replica."""
         self.runner.check_alive()
+        self.operations.check_alive()
 
     async def __del__(self) -> None:
+        await self.operations.stop()
         await self.runner.stop()

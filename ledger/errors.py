@@ -69,3 +69,20 @@ class LoomConflict(LedgerError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class WarmWindowRefused(LedgerError):
+    """A warm window or a Warm now that cannot be kept as given; `field` names the value
+    (days, start_minute, end_minute, time_zone, hours) so a route can say which."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.message, self.field = message, field
+
+
+class UnknownModel(NotFound):
+    """A warm window for a model that this platform does not serve."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
