@@ -15,6 +15,8 @@ from api.harvests.router import router as harvests_router
 from api.health.router import router as health_router
 from api.jobs.router import router as jobs_router
 from api.looms.router import router as looms_router
+from api.metrics.middleware import RequestMetricsMiddleware
+from api.metrics.router import router as metrics_router
 from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
 from api.models.router import router as models_router
 
@@ -28,7 +30,8 @@ EXPOSED_HEADERS = [
 def create_app() -> FastAPI:
     app = FastAPI(title="ACS Base-model API", openapi_url=None, docs_url=None, redoc_url=None)
     install_error_handlers(app)
-    for router in (completions_router, jobs_router, looms_router, harvests_router, models_router, health_router, harvest_files_router):
+    for router in (completions_router, jobs_router, looms_router, harvests_router, models_router, health_router, harvest_files_router,
+                   metrics_router):
         app.include_router(router)
 
     @app.get("/openapi.json")
@@ -37,6 +40,7 @@ def create_app() -> FastAPI:
 
     # Outermost last: the request id wraps everything, CORS answers errors too.
     app.add_middleware(UnexpectedErrorMiddleware)
+    app.add_middleware(RequestMetricsMiddleware)  # outside the 500 handler: it counts that answer too
     app.add_middleware(GzipJsonMiddleware)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        expose_headers=EXPOSED_HEADERS, allow_credentials=False)

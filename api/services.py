@@ -8,6 +8,7 @@ from typing import Any
 
 from api import errors
 from api.inference.gateway import ModelGateway
+from api.metrics.request_model import note_model
 from api.settings import Settings
 from api.tokenizers import TokenizerRegistry
 
@@ -37,4 +38,5 @@ class Services:
         if model is None:
             ids = ", ".join(self.catalog.models)
             raise errors.ModelNotFound(MODEL_NOT_FOUND.format(name=name, ids=ids), "model")
+        note_model(model.id)  # the request's `model` label on /metrics
         return model

@@ -70,6 +70,11 @@ class Settings(BaseSettings):
     public_base_url: str | None = None
     # A download link works this long after the answer that made it (the spec: 7 days).
     harvest_link_ttl_s: int = 7 * 24 * 3600
+    # GET /metrics: when set, a scrape sends `Authorization: Bearer <token>`; empty, the route is
+    # open and the API's port must stay on the cluster's private network (cluster/serve-gpu.yaml).
+    metrics_token: SecretStr = SecretStr("")
+    # /metrics reads the ledger's counts at most this often, however often Prometheus scrapes.
+    metrics_ledger_cache_s: float = 5.0
     # New GPU work pauses when the GPUs cost this much in 24 hours (from the last Clear),
     # estimated from the model replicas counted this often (spec: "Spend limit").
     spend_pause_usd: float = 3000.0

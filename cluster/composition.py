@@ -15,6 +15,7 @@ from api.idempotency import Idempotency
 from api.inference.breaker import CircuitBreaker
 from api.inference.clients import EngineClient, HandleEngineClient
 from api.inference.gateway import ModelGateway
+from api.metrics.line import MeteredKeyLine
 from api.services import Services
 from api.settings import Settings, get_settings
 from api.tokenizers import TokenizerRegistry
@@ -57,6 +58,7 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
     """Every service of one process, over its engine clients and its ledger database."""
     sessions, ledger = build_ledger(settings, db_engine)
     traffic = traffic_from_settings(settings.redis_url)
+    traffic.key_line = MeteredKeyLine(traffic.key_line)  # /metrics shows the lines' lengths
     tokenizers = tokenizers or TokenizerRegistry()
     admission = Admission(ledger, traffic, tokenizers, sessions, engine_wait_s=settings.engine_timeout_s)
     return Services(settings=settings, catalog=catalog, gateways=build_gateways(settings, clients),

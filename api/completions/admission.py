@@ -113,7 +113,8 @@ class Admission:
             if policy.key_line:
                 await self._enter_line(exits, principal)
             await exits.enter_async_context(gateway.admitted(wait=policy.wait_for_model))
-            held = await self.ledger.hold(hold_ask(planned, principal, model.id, request_id, policy))
+            ask = hold_ask(planned, principal, model.id, request_id, policy)
+            held = await self.ledger.hold(ask)
             if sink is not None:
                 await _released_on_failure(self.ledger, held.hold_id, sink.attach(held.hold_id))
         except BaseException:
@@ -122,7 +123,7 @@ class Admission:
         headers = clamp_header(planned, held.max_tokens, model.max_model_len)
         planned = dataclasses.replace(planned, max_tokens=held.max_tokens)
         assembly = CompletionAssembly(planned, model.served_model_name, self.tokenizers.get(model).decode)
-        settlement = Settlement(sink or self.ledger, held.hold_id, held.tokens)
+        settlement = Settlement(sink or self.ledger, held.hold_id, held.tokens, ask)
         return Admitted(assembly, settlement, headers, exits, self._waits(planned, policy))
 
     async def _enter_line(self, exits: contextlib.AsyncExitStack, principal: Any) -> None:

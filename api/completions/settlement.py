@@ -4,20 +4,25 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from api.metrics.series import count_settled_tokens
 from ledger.models import Counting, UsageStatus
+from ledger.tokens import HoldAsk
 
 
 class Settlement:
     """Ends the Hold exactly once; later calls do nothing."""
 
-    def __init__(self, ledger: Any, hold_id: uuid.UUID, held_tokens: int) -> None:
+    def __init__(self, ledger: Any, hold_id: uuid.UUID, held_tokens: int, ask: HoldAsk | None = None) -> None:
         self.ledger, self.hold_id, self.held_tokens = ledger, hold_id, held_tokens
+        self.ask = ask  # what was held: the model, the source and the prompts' tokens, for the metrics
         self.ended = False
 
     async def _end(self, used: int | None, counting: Counting | None, status: UsageStatus) -> None:
         if not self.ended:
             self.ended = True
             await self.ledger.end(self.hold_id, used, counting, status)
+            if used is not None and self.ask is not None:
+                count_settled_tokens(self.ask.model, self.ask.source.value, self.ask.prompt_tokens, used)
 
     async def reported(self, used: int) -> None:
         """Inference answered: pay its usage, the rest goes back."""
