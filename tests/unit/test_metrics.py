@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import delete, update
@@ -31,6 +32,7 @@ SKY = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 3}
 FRESH = pytest.mark.settings(metrics_ledger_cache_s=0.0)  # each scrape reads the ledger
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "cluster" / "grafana-dashboard.json"
+PROMETHEUS = ROOT / "cluster" / "prometheus.yml"
 
 
 class Scrape:
@@ -117,9 +119,9 @@ async def test_requests_are_counted_by_route_template_status_and_model(fake_stac
     assert "/metrics" not in routes  # the scrapes themselves are not counted
 
 
+@pytest.mark.fake(delay_s=0.1)  # three tokens: about 0.3 s to the end, 0.1 s to the first
 async def test_a_stream_is_timed_to_its_last_byte_and_to_its_first(fake_stack: Any) -> None:
     stack = fake_stack
-    stack.engine.delay_s = 0.1  # three tokens: about 0.3 s to the end, 0.1 s to the first
     before = await scrape(stack)
     await stream_usage(stack, SKY)
     after = await scrape(stack)
@@ -300,6 +302,14 @@ async def test_the_dashboard_names_our_series_and_serves_only(fake_stack: Any) -
     # Every series of ours has a panel, and so do Serve's replica counts.
     assert [f for f in ours.families if f.startswith("acs_") and not set(_sample_names(ours.families[f])) & used] == []
     assert {"ray_serve_deployment_replica_healthy", "ray_serve_autoscaling_target_replicas"} <= used
+
+
+def test_the_prometheus_config_scrapes_the_ingress_with_the_token_and_every_ray_node() -> None:
+    config = yaml.safe_load(PROMETHEUS.read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert jobs["acs-ingress"]["metrics_path"] == "/metrics"
+    assert jobs["acs-ingress"]["authorization"]["type"] == "Bearer"
+    assert jobs["ray"]["file_sd_configs"] == [{"files": ["/tmp/ray/prom_metrics_service_discovery.json"]}]
 
 
 def test_the_name_reader_skips_functions_labels_and_keywords() -> None:
