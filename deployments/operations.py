@@ -97,30 +97,32 @@ class SpendSampler:
         return max(0.0, min(since, MOST_SPANS_A_SAMPLE * self.sample_s))
 
 
-async def serve_replica_counts(model_ids: list[str]) -> dict[str, int]:
-    """Each model's replicas that Serve lists (as deployments/boot.py reads them)."""
-    return await asyncio.to_thread(_serve_replica_counts, model_ids)
+def serve_replica_counter(handles: dict[str, Any]) -> CountReplicas:
+    """Counts each model's replicas from Serve's details, through its handle's deployment."""
+    async def count(model_ids: list[str]) -> dict[str, int]:
+        return await asyncio.to_thread(_count_from_serve, handles, model_ids)
+    return count
 
 
-def _serve_replica_counts(model_ids: list[str]) -> dict[str, int]:
-    from ray import serve
+def _count_from_serve(handles: dict[str, Any], model_ids: list[str]) -> dict[str, int]:
+    from deployments.replica_states import serve_replicas
 
-    return replica_counts(serve.status(), model_ids)
-
-
-def replica_counts(status: Any, model_ids: list[str]) -> dict[str, int]:
-    """From Serve's status: every replica that is not STOPPED holds its GPUs, also one that starts
-    (it loads its weights on them, or waits for a node that the cloud bills from its launch)."""
-    from deployments.boot import deployment_name
-
-    names = {deployment_name(model_id): model_id for model_id in model_ids}
-    counts = dict.fromkeys(model_ids, 0)
-    for app in status.applications.values():
-        for name, deployment in app.deployments.items():
-            if name in names:
-                counts[names[name]] += sum(n for state, n in deployment.replica_states.items()
-                                           if getattr(state, "value", state) != "STOPPED")
+    counts = {}
+    for model_id in model_ids:
+        handle = handles[model_id]
+        replicas = serve_replicas(handle.app_name, handle.deployment_name)
+        if replicas is None:
+            # No count is better than a count of nothing: "when the platform last counted" shows the gap.
+            raise RuntimeError(f"Serve does not list the deployment of {model_id}")
+        counts[model_id] = holding_gpus(replicas)
     return counts
+
+
+def holding_gpus(replicas: list[dict[str, Any]]) -> int:
+    """The replicas (Serve's details of each) that hold their GPUs: each one with an actor, from
+    its constructor's start (it loads the weights on them) until it has STOPPED. A replica without
+    an actor waits for Ray to find the GPUs, and no container runs for it yet."""
+    return sum(1 for replica in replicas if replica.get("actor_id") and replica.get("state") != "STOPPED")
 
 
 # -- the floor of a warm window -------------------------------------------------------------------------
@@ -194,10 +196,12 @@ class Operations:
 
 
 def build_operations(sessions: Any, catalog: Catalog, handles: dict[str, Any], *, pause_usd: float,
-                     sample_s: float, count_replicas: CountReplicas = serve_replica_counts,
+                     sample_s: float, count_replicas: CountReplicas | None = None,
                      clock: Clock = utcnow) -> Operations:
-    """`sessions` write to the ledger (the pause locks the stop's row)."""
-    sampler = SpendSampler(sessions, prices_of(catalog), count_replicas, pause_usd=pause_usd, sample_s=sample_s)
+    """`sessions` write to the ledger (the pause locks the stop's row); the replicas are
+    counted from Serve unless the caller counts them."""
+    counter = count_replicas or serve_replica_counter(handles)
+    sampler = SpendSampler(sessions, prices_of(catalog), counter, pause_usd=pause_usd, sample_s=sample_s)
     return Operations(sampler, FloorKeeper(sessions, handles), clock=clock)
 
 

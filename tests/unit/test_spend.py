@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Any, AsyncIterator
 
 import pytest
 import pytest_asyncio
-from ray.serve._private.common import DeploymentStatus, DeploymentStatusTrigger, ReplicaState
-from ray.serve.schema import ApplicationStatus, ApplicationStatusOverview, DeploymentStatusOverview, ServeStatus
+from ray.serve._private.common import ReplicaState
+from ray.serve.schema import ReplicaDetails
 
 from cluster.composition import build_runner, compose
 from deployments.catalog import load_catalog
-from deployments.operations import SpendSampler, build_operations, prices_of, replica_counts
+from deployments.operations import SpendSampler, build_operations, holding_gpus, prices_of, serve_replica_counter
 from deployments.runner_server import RunnerServer
 from ledger import spend
 from ledger.models import StopChangeKind
@@ -85,21 +86,31 @@ async def test_each_minute_records_the_replicas_that_run_at_their_price(sessions
         assert await spend.last_24h(session, clock() + timedelta(hours=24)) == 0.0  # the samples aged out
 
 
-def test_the_replicas_are_read_from_serve_status() -> None:
-    def deployment(**states: int) -> DeploymentStatusOverview:
-        return DeploymentStatusOverview(status=DeploymentStatus.HEALTHY,
-                                        status_trigger=DeploymentStatusTrigger.CONFIG_UPDATE_COMPLETED,
-                                        replica_states={ReplicaState(state): n for state, n in states.items()},
-                                        message="")
+def test_replicas_hold_their_gpus_from_their_actors_start_until_they_stopped() -> None:
+    def replica(state: str, actor: bool = True) -> dict[str, Any]:
+        # As Serve's controller details each replica (get_serve_details).
+        return ReplicaDetails(replica_id=state.lower(), state=ReplicaState(state), actor_id="a1" if actor else None,
+                              start_time_s=1.0).model_dump(exclude_unset=True)
 
-    status = ServeStatus(applications={"default": ApplicationStatusOverview(
-        status=ApplicationStatus.RUNNING, message="", last_deployed_time_s=0.0, deployments={
-            "ingress": deployment(RUNNING=4),
-            "model-llama-8b": deployment(RUNNING=2, STARTING=1, STOPPING=1, STOPPED=3),
-            "model-llama-405b": deployment(),
-        })})
-    assert replica_counts(status, ["llama-8b", "llama-405b", "trinity-truebase"]) == {
-        "llama-8b": 4, "llama-405b": 0, "trinity-truebase": 0}
+    replicas = [replica("RUNNING"), replica("RUNNING"), replica("STARTING"), replica("STARTING", actor=False),
+                replica("PENDING_MIGRATION"), replica("STOPPING"), replica("STOPPED")]
+    # The one without an actor waits for Ray to find its GPUs: no container runs for it.
+    assert holding_gpus(replicas) == 5
+    assert holding_gpus([]) == 0
+
+
+async def test_the_replicas_are_counted_through_each_models_deployment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deployments import replica_states
+
+    listed = {("acs", "model-llama-8b"): [{"replica_id": "r1", "state": "RUNNING", "actor_id": "a1"}],
+              ("acs", "model-llama-405b"): []}
+    monkeypatch.setattr(replica_states, "serve_replicas", lambda app, deployment: listed.get((app, deployment)))
+    handles = {model_id: SimpleNamespace(app_name="acs", deployment_name=f"model-{model_id}")
+               for model_id in ("llama-8b", "llama-405b", "trinity-truebase")}
+    count = serve_replica_counter(handles)
+    assert await count(["llama-8b", "llama-405b"]) == {"llama-8b": 1, "llama-405b": 0}
+    with pytest.raises(RuntimeError, match="Serve does not list the deployment of trinity-truebase"):
+        await count(["trinity-truebase"])  # no count, rather than a count of nothing
 
 
 # -- the automatic pause ---------------------------------------------------------------------------------------
