@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 from vllm_lens import _worker_ext as lens
+
+import deployments.seeded_prefill_fix  # noqa: F401 - patches vLLM's CPU engine in this process
 from vllm_lens._worker_ext import HiddenStatesExtension
 
 # The positions of the forward pass that runs now: a decoder layer's first input.

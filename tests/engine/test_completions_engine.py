@@ -165,3 +165,21 @@ async def test_two_hundred_requests_never_spend_more_than_there_is(real_stack: A
         assert now.key_budget == tokens - spent >= 0
     else:
         assert now.allowance_used == spent <= tokens
+
+
+LONG_PROMPTS = [f"Story {i}: the sky is blue, the grass is green, the sea is deep and the night is dark" for i in range(8)]
+
+
+async def test_seeded_prompts_prefilled_across_several_steps_sample_as_they_do_alone(real_stack: Any) -> None:
+    """The tiny model prefills 32 tokens a step, so 8 seeded prompts of ~20 tokens at once are cut
+    into chunks; vLLM's CPU engine died on the rewind of their seeded generators
+    (deployments/seeded_prefill_fix.py), and a chunked prompt must sample what it samples alone."""
+    import asyncio
+
+    def body(prompt: str, seed: int) -> dict:
+        return {"prompt": prompt, "max_tokens": 6, "temperature": 1, "seed": seed}
+
+    together = await asyncio.gather(*(complete(real_stack, **body(p, 100 + i)) for i, p in enumerate(LONG_PROMPTS)))
+    assert all(c["usage"]["prompt_tokens"] > 16 for c in together)
+    alone = [await complete(real_stack, **body(p, 100 + i)) for i, p in enumerate(LONG_PROMPTS[:3])]
+    assert [c["choices"][0]["text"] for c in alone] == [c["choices"][0]["text"] for c in together[:3]]
