@@ -155,11 +155,12 @@ async def test_in_flight_the_line_and_holds_while_a_stream_runs_then_none(fake_s
     assert before.value("acs_in_flight", model=MODEL) == 0
     assert before.value("acs_in_flight_limit", model=MODEL) == stack.services.settings.max_in_flight_per_model
     running = asyncio.create_task(stream_usage(stack, {**SKY, "max_tokens": 40}))
-    during = await _scrape_until(stack, lambda s: s.value("acs_in_flight", model=MODEL) == 1)
+    # The model's place comes before the Hold: wait for both.
+    during = await _scrape_until(stack, lambda s: s.value("acs_in_flight", model=MODEL) == 1 and delta(
+        before, s, "acs_holds_running", model=MODEL, source="api") == 1)
     assert during.value("acs_line_requests", state="running") == 1
     assert during.value("acs_line_requests", state="waiting") == 0
     assert during.value("acs_line_longest", state="running") == 1
-    assert delta(before, during, "acs_holds_running", model=MODEL, source="api") == 1
     await running
     after = await scrape(stack)
     assert after.value("acs_in_flight", model=MODEL) == 0
