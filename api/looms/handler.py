@@ -13,8 +13,6 @@ text it grew, by the stop's own transaction (`ledger.looms.cancel_growing`).
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import uuid
@@ -27,6 +25,7 @@ from api import errors
 from api.completions.admission import background
 from api.completions.service import CompletionService, Grown
 from api.looms.branch import as_branch_param
+from api.looms.growing import Growth, GrowingTexts
 from deployments.background.kinds import AttemptHold
 from ledger import loom_runs, looms
 from ledger import work as queue
@@ -58,48 +57,6 @@ def completion_body(work: Work, node_request: dict[str, Any], prompt: str) -> di
     return {"model": work.model_id, "prompt": prompt, "stream": True, **fields}
 
 
-class GrowingText:
-    """Writes a Node's text as it grows, so reads and the Loom's stream see it: at most one
-    write in flight, each write the newest text (the ones in between are skipped), and at
-    most one every WRITE_EVERY_S, since readers poll (the Loom's stream every 250 ms)."""
-
-    WRITE_EVERY_S = 0.1
-
-    def __init__(self, write: Callable[[str, int], Awaitable[Any]]) -> None:
-        self._write = write
-        self._newest: tuple[str, int] | None = None
-        self._task: asyncio.Task | None = None
-        self._closed = asyncio.Event()
-        self.text, self.used_tokens = "", 0
-
-    async def offer(self, text: str, _logprobs: Any, used_tokens: int) -> None:
-        self.text, self.used_tokens = text, used_tokens
-        self._newest = (text, used_tokens)
-        if not self._closed.is_set() and (self._task is None or self._task.done()):
-            self._task = asyncio.create_task(self._drain())
-
-    async def _drain(self) -> None:
-        while self._newest is not None and not self._closed.is_set():
-            text, used_tokens = self._newest
-            self._newest = None
-            try:
-                await self._write(text, used_tokens)
-            except Exception:  # noqa: BLE001 - a lost write is made good by the next one, or the end
-                log.exception("writing a growing Node's text failed")
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._closed.wait(), self.WRITE_EVERY_S)
-
-    async def settled(self) -> None:
-        """No more writes, and the one in flight is done: the Node's end comes after it."""
-        self._closed.set()
-        if self._task is not None:
-            await self._task
-
-    def abandon(self) -> None:
-        """No more writes; the one in flight ends on its own (its condition drops it if need be)."""
-        self._closed.set()
-
-
 class NodeHandler:
     kind = WorkKind.node
 
@@ -108,6 +65,7 @@ class NodeHandler:
         self.completions = CompletionService(services)
         self.policy = background(UsageSource.loom, services.settings.background_answer_wait_s)
         self.kept_for = timedelta(seconds=services.settings.job_result_kept_s)
+        self.growing = GrowingTexts(self._write_growth)
 
     async def run(self, work: Work, hold: AttemptHold) -> queue.Result:
         loom_id, node_id = node_of(work)
@@ -125,20 +83,20 @@ class NodeHandler:
         principal = Principal(user_id=work.user_id, key_id=work.key_id, key_name="")
         # Each attempt its own engine request ids: an attempt cut by a crash may still run there.
         engine_request_id = f"{work.request_id}-{work.attempts}"
-        growing = GrowingText(lambda text, used: self._progress(node_id, work.attempts, text, used))
+        growing = self.growing.node(node_id, work.attempts)
         try:
             grown: Grown = await self.completions.stream_in_background(
                 body, engine_request_id, principal, self.policy, hold, growing.offer)
         except errors.ApiError as error:  # refused, or failed: the text before the failure stays
-            await growing.settled()
+            growing.ended()
             started = growing.used_tokens > 0
             ending = _ending(node_id, work.attempts, NodeStatus.failed, growing.text,
                              used_tokens=growing.used_tokens, error=node_error(error, started=started))
             return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(work.request_id)), also=ending)
         except BaseException:
-            growing.abandon()
+            growing.ended()
             raise
-        await growing.settled()
+        growing.ended()
         ending = _ending(node_id, work.attempts, NodeStatus.completed, grown.text, logprobs=grown.logprobs,
                          used_tokens=grown.usage["total_tokens"])
         return queue.Result(WorkStatus.succeeded, 200, _as_json({"usage": grown.usage}), also=ending)
@@ -151,9 +109,9 @@ class NodeHandler:
         prompt = "" if node.parent_id is None else tree.path_text(node.parent_id)
         return json.loads(node.request or "{}"), prompt
 
-    async def _progress(self, node_id: uuid.UUID, attempt: int, text: str, used_tokens: int) -> None:
+    async def _write_growth(self, growths: list[Growth]) -> None:
         async with self.ledger.write_sessions() as session:
-            await loom_runs.progress(session, node_id, attempt, text, used_tokens)
+            await loom_runs.progress_all(session, [(g.node_id, g.attempt, g.text, g.used_tokens) for g in growths])
 
     def failed(self, work: Work) -> queue.Result:
         """The platform failed to run the Node: it fails, keeping the text it saved, and costs nothing."""
