@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from api.admin.router import router as admin_router
 from api.completions.router import router as completions_router
 from api.errors_http import UnexpectedErrorMiddleware, install_error_handlers
 from api.harvests.files import router as harvest_files_router
@@ -31,7 +32,7 @@ def create_app() -> FastAPI:
     app = FastAPI(title="ACS Base-model API", openapi_url=None, docs_url=None, redoc_url=None)
     install_error_handlers(app)
     for router in (completions_router, jobs_router, looms_router, harvests_router, models_router, health_router, harvest_files_router,
-                   metrics_router):
+                   metrics_router, admin_router):
         app.include_router(router)
 
     @app.get("/openapi.json")

@@ -1,13 +1,17 @@
-"""The API key check (before the body is read) and the per-key rate limits."""
+"""The API key check (before the body is read), the per-key rate limits, and the admin check."""
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from api import errors
 from api.error_mapping import key_refusal_error
 from ledger.errors import KeyRefused
 from ledger.keys import Principal, authenticate
+from ledger.operations.users import admin_name
 
 
 def services_of(request: Request) -> Any:
@@ -44,3 +48,25 @@ async def require_work_principal(request: Request) -> Principal:
 
 ApiKeyDep = Annotated[Principal, Depends(require_principal)]
 WorkKeyDep = Annotated[Principal, Depends(require_work_principal)]
+
+
+@dataclass(frozen=True)
+class Admin:
+    """The admin that an admin route acts for: its name is recorded on the changes it makes."""
+
+    user_id: uuid.UUID
+    name: str
+
+
+async def require_admin(request: Request) -> Admin:
+    """A route under /v1/admin: a User whose role is admin. An API key says who it is now; the
+    App's session (a later issue) is the other way in, and satisfies this same dependency."""
+    principal = await require_principal(request)
+    async with services_of(request).sessions() as session:
+        name = await admin_name(session, principal.user_id)
+    if name is None:
+        raise errors.AdminOnly(errors.ADMIN_ONLY_MESSAGE)
+    return Admin(principal.user_id, name)
+
+
+AdminDep = Annotated[Admin, Depends(require_admin)]

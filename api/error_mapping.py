@@ -2,6 +2,7 @@
 
 The engine's checks raise `EngineRefused`, the ledger's key check raises
 `KeyRefused`, the Looms' checks `LoomNotFound` and `LoomConflict`, and SQLAlchemy raises its pool timeout; none knows HTTP.
+The admin routes map the refusals of the admin's operations (`ledger_refusals`).
 `as_api_error` answers each with the spec's error (None: an unexpected
 failure, the API's 500).
 """
@@ -63,3 +64,28 @@ def as_api_errors() -> Iterator[None]:
         yield
     except EngineRefused as refusal:
         raise refusal_error(refusal) from None
+
+
+# A warm window's refusal names the ledger's value; the admin route's body calls it so.
+WINDOW_FIELDS = {"start_minute": "from", "end_minute": "to"}
+
+
+def ledger_refusal_error(refusal: ledger_errors.LedgerError, param: str | None = None) -> errors.ApiError:
+    """An admin operation that the ledger refused: 404 for what is not there, else 400 with its message."""
+    message = str(refusal)
+    if isinstance(refusal, ledger_errors.UnknownModel):
+        return errors.ModelNotFound(message, "model")
+    if isinstance(refusal, ledger_errors.NotFound):
+        return errors.NotFound(message)
+    if isinstance(refusal, ledger_errors.WarmWindowRefused):
+        return errors.InvalidRequest(message, WINDOW_FIELDS.get(refusal.field, refusal.field))
+    return errors.InvalidRequest(message, param)
+
+
+@contextlib.contextmanager
+def ledger_refusals(param: str | None = None) -> Iterator[None]:
+    """Around an admin route's call of the operations: their refusals raise as the API's errors."""
+    try:
+        yield
+    except ledger_errors.LedgerError as refusal:
+        raise ledger_refusal_error(refusal, param) from None

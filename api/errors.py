@@ -306,3 +306,14 @@ class LoomConflict(ApiError):
     """The Node is not in a state for this action (the spec's 409 with code null)."""
 
     status, type, code, should_retry = 409, "invalid_request_error", None, False
+
+
+# -- Admin routes ------------------------------------------------------------------------------------------
+
+class AdminOnly(ApiError):
+    """A valid key of a User who is not an admin, on a route under /v1/admin."""
+
+    status, type, code, should_retry = 403, "invalid_request_error", "admin_only", False
+
+
+ADMIN_ONLY_MESSAGE = "This route is for admins."

@@ -1,24 +1,40 @@
 """`python -m cluster.admin ...`: the operator's command line (`--help` lists it).
 
 The entry reads the settings (api/settings.py: ACS_DATABASE_URL,
-ACS_MONTHLY_ALLOWANCE, ACS_JOB_RESULT_KEPT_S) and runs the commands of
-ledger/admin.py with them, so that the ledger reads no settings itself.
+ACS_MONTHLY_ALLOWANCE, ACS_JOB_RESULT_KEPT_S, ACS_SPEND_PAUSE_USD) and the
+catalog of ACS_PROFILE (the models a warm window may keep Warm, and what a
+Warm hour costs), and runs the commands of ledger/admin.py with them, so that
+the ledger reads neither itself.
 """
 from __future__ import annotations
 
+import getpass
 import sys
 from collections.abc import Sequence
-from datetime import timedelta
 
+from api.admin.platform import platform_of
 from api.settings import Settings, get_settings
+from deployments.catalog import load_catalog
 from ledger import admin
 
 
+def operator_name() -> str:
+    """Who the command line's Locks, Clears and windows are recorded as made by."""
+    try:
+        return f"{getpass.getuser()} (command line)"
+    except (KeyError, OSError):  # no user name in this environment
+        return "command line"
+
+
 def admin_config(settings: Settings) -> admin.AdminConfig:
+    platform = platform_of(settings, load_catalog(settings.profile, models_root=settings.models_dir))
     return admin.AdminConfig(
         database_url=settings.ledger_url(),
-        monthly_allowance=settings.monthly_allowance,
-        job_result_kept=timedelta(seconds=settings.job_result_kept_s),
+        monthly_allowance=platform.monthly_allowance,
+        job_result_kept=platform.job_result_kept,
+        spend_pause_usd=platform.spend_pause_usd,
+        replica_hour_usd=platform.replica_hour_usd,
+        operator=operator_name(),
     )
 
 

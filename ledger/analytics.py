@@ -121,7 +121,7 @@ async def user_numbers(session: AsyncSession, first: date, last: date, now: date
     for _, joined in new:
         per_day[joined.date()] += 1
     quick = sum(1 for user_id, joined in new
-                if (begun := _utc(firsts.get(user_id))) is not None and begun - joined <= timedelta(hours=24))
+                if (begun := _utc(firsts.get(user_id))) is not None and joined <= begun <= joined + timedelta(hours=24))
     counts = {kind: 0 for kind in Engagement}
     for user_id, _ in people:
         counts[lasts.get(user_id, NO_ACTIVITY).engagement(now)] += 1

@@ -1,0 +1,24 @@
+"""What an admin route works with: the ledger's sessions and the operations' Platform."""
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from api.admin.platform import platform_of
+from api.auth import services_of
+from ledger.operations.platform import Platform
+
+
+def platform(request: Request) -> Platform:
+    services = services_of(request)
+    return platform_of(services.settings, services.catalog)
+
+
+def reads(request: Request) -> Any:
+    return services_of(request).sessions()
+
+
+def writes(request: Request) -> Any:
+    # On SQLite these take the write lock at BEGIN, as the money changes need.
+    return services_of(request).ledger.write_sessions()
