@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from tests.serve_fixtures import PORT, ServeInstance, run_async
+from tests.serve_fixtures import PORT, ServeInstance
 from tests.spec import assert_error, validate
 
 BASE = f"http://127.0.0.1:{PORT}/v1"
@@ -134,14 +134,3 @@ def test_a_closed_stream_frees_its_place(serve_stack: str) -> None:
         time.sleep(0.2)
     raise AssertionError(f"the cut stream still counts as in flight: {backend}")
 
-
-def test_boot_stages_travel_through_rays_kv(serve_stack: str) -> None:
-    from deployments.boot import BootReporter, deployment_state
-
-    reporter = BootReporter("ghost")
-    reporter.report("weights_loading")
-    state = run_async(deployment_state("ghost"))
-    assert (state.ready, state.stage) == (False, "weights_loading")
-    reporter.done()
-    assert run_async(deployment_state("ghost")).stage is None
-    assert run_async(deployment_state("tiny-llama")).ready is True
