@@ -526,7 +526,7 @@ def _add_usage_commands(nouns: argparse._SubParsersAction) -> None:
     tabs = nouns.add_parser("analytics", help="the numbers of one Analytics tab, as JSON")
     tabs.add_argument("tab", choices=analytics_tabs.TABS)
     _days_flags(tabs)
-    tabs.set_defaults(run=analytics_show)
+    _json_flag(tabs).set_defaults(run=analytics_show)  # JSON either way: the flag is for scripts that pass it
 
 
 def _days_flags(parser: argparse.ArgumentParser) -> None:

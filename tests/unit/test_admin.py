@@ -574,3 +574,119 @@ def test_the_ledgers_admin_reads_no_settings(module):
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
     assert not [name for name in imported if name == "api" or name.startswith("api.")]
+
+
+# Roles, tags, warm windows, the spend's figures, analytics ------------------------------------------
+PRICED = {"tiny-llama": 1.95}  # what a Warm hour costs: the catalog's price of the replica's GPU
+
+
+@pytest.fixture
+def priced_cli(db_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:  # noqa: F811
+    """The command line with a catalog whose model costs, and an operator's name."""
+    config = admin.AdminConfig(database_url=db_url, clock=lambda: NOW, replica_hour_usd=PRICED, operator="ops")
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = run_in_thread(admin.main, list(argv), config)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+async def test_user_role_and_tags(cli):
+    make_user(cli, "alice")
+    make_user(cli, "bob")
+    alice = table(ok(cli, "user", "list"))[0]["ID"]
+    assert ok(cli, "user", "role", "alice", "admin") == f"{alice}\talice\tadmin\n"
+    assert ok(cli, "user", "tag", "alice", "add", "Hiring 2026 08") == f"{alice}\talice\thiring-2026-08\n"
+    assert ok(cli, "user", "tag", "alice", "add", "beta") == f"{alice}\talice\tbeta,hiring-2026-08\n"
+    ok(cli, "user", "tag", "bob", "add", "beta")
+    rows = {row["NAME"]: row for row in table(ok(cli, "user", "list"))}
+    assert (rows["alice"]["ROLE"], rows["alice"]["TAGS"], rows["bob"]["TAGS"]) == ("admin", "beta,hiring-2026-08", "beta")
+    assert rows["bob"]["ENGAGEMENT"] == "not activated" and rows["bob"]["LAST COMPLETION"] == "-"
+    assert [row["NAME"] for row in table(ok(cli, "user", "list", "--tag", "hiring-2026-08"))] == ["alice"]
+    shown = fields(ok(cli, "user", "show", "alice"))
+    assert (shown["Role"], shown["Tags"]) == ("admin", "beta, hiring-2026-08")
+    listed = {user["name"]: user for user in as_json(cli, "user", "list", "--tag", "beta")["users"]}
+    assert (listed["alice"]["role"], listed["alice"]["tags"], listed["bob"]["engagement"]) == (
+        "admin", ["beta", "hiring-2026-08"], "not_activated")
+    assert ok(cli, "user", "tag", "alice", "remove", "HIRING 2026 08") == f"{alice}\talice\tbeta\n"
+    assert refused(cli, "user", "tag", "alice", "remove", "hiring-2026-08") == "'alice' has no tag 'hiring-2026-08'."
+    assert "lowercase letters, digits and dashes" in refused(cli, "user", "tag", "alice", "add", "x" * 33)
+    assert ok(cli, "user", "role", "alice", "user") == f"{alice}\talice\tuser\n"
+
+
+async def test_warm_add_now_list_and_remove(priced_cli):
+    cli = priced_cli
+    added = as_json(cli, "warm", "add", "tiny-llama", "--days", "mon-fri", "--from", "09:00", "--to", "17:00")
+    assert (added["days"], added["from"], added["to"], added["time_zone"]) == ([1, 2, 3, 4, 5], "09:00", "17:00", "UTC")
+    assert (added["hours_per_week"], added["usd_per_week"], added["created_by"]) == (40.0, 78.0, "ops")
+    # NOW is Saturday noon: off now, and the next 7 days hold the five days of it.
+    assert (added["on_now"], added["next_7_days_usd"]) == (False, 78.0)
+    # Friday 22:00 to Saturday 14:00 in Berlin (UTC+1 in March) holds Saturday 12:00 UTC.
+    weekend = as_json(cli, "warm", "add", "tiny-llama", "--days", "fri,sat", "--from", "22:00", "--to", "14:00",
+                      "--time-zone", "Europe/Berlin")
+    assert (weekend["on_now"], weekend["hours_per_week"]) == (True, 32.0)
+    now = as_json(cli, "warm", "now", "tiny-llama", "2")
+    assert (now["kind"], now["hours"], now["usd"], now["starts_at"]) == ("warm_now", 2.0, 3.9, NOW.isoformat())
+    out = ok(cli, "warm", "list")
+    rows = {row["ID"]: row for row in table(out)}
+    assert rows[added["id"]]["WHEN"] == "mon,tue,wed,thu,fri 09:00-17:00 UTC"
+    assert rows[added["id"]]["COST"] == "40 hours a week, $78.00" and rows[added["id"]]["BY"] == "ops"
+    assert rows[now["id"]]["WHEN"] == "now, until 2026-03-14 14:00 UTC" and rows[now["id"]]["ON NOW"] == "yes"
+    assert ok(cli, "warm", "remove", now["id"]) == f"Removed the window {now['id']} of tiny-llama: 2 hours in all, $3.90.\n"
+    assert now["id"] not in {w["id"] for w in as_json(cli, "warm", "list")["windows"]}
+    assert refused(cli, "warm", "remove", now["id"]) == f"No warm window has the id {now['id']}."
+    assert refused(cli, "warm", "now", "tiny-llama", "25") == "Warm now lasts a whole number of hours from 1 to 24, not 25."
+    assert refused(cli, "warm", "add", "gpt-4", "--days", "mon", "--from", "09:00", "--to", "10:00") == (
+        "The model `gpt-4` does not exist. The platform serves tiny-llama.")
+    assert "is not a time of day" in refused(cli, "warm", "add", "tiny-llama", "--days", "mon", "--from", "9",
+                                             "--to", "10:00")
+    assert "is not a list of days" in refused(cli, "warm", "add", "tiny-llama", "--days", "someday", "--from",
+                                              "09:00", "--to", "10:00")
+    ok(cli, "warm", "remove", added["id"])
+    ok(cli, "warm", "remove", weekend["id"])
+
+
+async def test_spend_show_has_the_last_24_hours_by_model_and_the_changes(priced_cli, money):
+    from ledger.spend import Sample, record_samples
+
+    cli = priced_cli
+    ok(cli, "spend", "clear")
+    try:
+        async with money() as session:
+            await record_samples(session, [Sample("tiny-llama", 2, 1, 1.95, 3600)], NOW - timedelta(minutes=1))
+        shown = as_json(cli, "spend", "lock", "--reason", "a test")
+        assert (shown["last_24h_usd"], shown["pause_usd"], shown["last_counted_at"]) == (
+            3.9, 3000.0, (NOW - timedelta(minutes=1)).isoformat())
+        assert shown["by_model"] == [{"model": "tiny-llama", "usd": 3.9, "gpu_hours": 2.0}]
+        assert [(c["kind"], c["by"], c["reason"]) for c in shown["changes"][:2]] == [
+            ("lock", "ops", "a test"), ("clear", "ops", None)]
+        out = ok(cli, "spend", "show")
+        assert fields(out.split("\n\n")[1])["GPU spend, last 24 hours"] == "$3.90"
+        assert table(out.split("Last 24 hours by model\n")[1].split("\n\n")[0]) == [
+            {"MODEL": "tiny-llama", "SPEND": "$3.90", "GPU HOURS": "2.00"}]
+        assert table(out.split("Changes of the stop\n")[1])[0] == {
+            "AT": "2026-03-14 12:00 UTC", "CHANGE": "lock", "BY": "ops", "REASON": "a test"}
+    finally:
+        ok(cli, "spend", "clear")
+        async with money() as session:  # on PostgreSQL the samples outlive the test: take them back
+            from sqlalchemy import delete
+
+            from ledger.models import SpendSample
+            await session.execute(delete(SpendSample).where(SpendSample.at == NOW - timedelta(minutes=1)))
+            await session.commit()
+
+
+async def test_analytics_prints_a_tab_as_json(cli, money):
+    (laptop,) = make_user(cli, "alice", "laptop")
+    alice = await user_id(money, "alice")
+    await spent(money, alice, laptop, 10, 7, at=NOW - timedelta(days=1))
+    usage_tab = as_json(cli, "analytics", "usage")  # --json is what it prints anyway
+    assert (usage_tab["from"], usage_tab["to"]) == ("2026-03-01", "2026-03-14")
+    assert usage_tab["by_user"] == [{"name": "alice", "completions": 1, "tokens": 7}]
+    code, out, _ = cli("analytics", "users", "--from", "2026-03-01", "--to", "2026-03-31")
+    assert code == 0 and json.loads(out)["active_last_7_days"] == 1
+    assert "comes after the last day" in refused(cli, "analytics", "platform", "--from", "2026-03-02", "--to",
+                                                 "2026-03-01")
