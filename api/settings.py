@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     # Background work (deployments/background): a Runner renews its leases this often
     # over this span; a row whose lease lapsed (its Runner died) runs again.
     runner_lease_s: float = 30.0
-    runner_poll_s: float = 0.25
+    runner_poll_s: float = 0.1
     # A planned stop gives running work this long, then queues it again.
     runner_grace_s: float = 10.0
     # How often a Runner drops expired Job results and Idempotency-Keys.

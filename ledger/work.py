@@ -2,7 +2,7 @@
 
 Every state change is one short transaction that locks the row it changes:
 
-- `claim` takes the oldest runnable row of a kind under a lease, when fewer
+- `claim` takes the oldest runnable rows of a kind under a lease, while fewer
   than the kind's `max_running` run (the `work_queues` row it locks makes
   that count exact across Runner replicas; `FOR UPDATE SKIP LOCKED` on the
   candidate lets them pass each other);
@@ -100,12 +100,14 @@ async def any_queued(session: AsyncSession, kind: WorkKind, model_ids: list[str]
 
 
 async def claim(session: AsyncSession, kind: WorkKind, model_ids: list[str], owner: str, lease_s: float,
-                now: datetime) -> Work | None:
-    """The next row to run, now `running` under `owner`'s lease; None when none may start.
+                now: datetime) -> list[Work]:
+    """The next rows to run, now `running` under `owner`'s lease; none when none may start.
 
     The kind's queue row says its order: with `fair_to_users` (Jobs, "The
     order of the work") the oldest row of a User with no row running, and a
-    row of a User who has one only when no other waits; else the oldest first.
+    row of a User who has one only when no other waits, one row a claim, since
+    each claim changes who has one running; else the oldest first, as many as
+    the kind has free places, in one transaction (a Branch's 8 Nodes start together).
     """
     cap, fair = (await session.exec(select(WorkQueue.max_running, WorkQueue.fair_to_users)
                                     .where(WorkQueue.kind == kind).with_for_update())).one()
@@ -113,24 +115,26 @@ async def claim(session: AsyncSession, kind: WorkKind, model_ids: list[str], own
                                   .where(Work.kind == kind, Work.status == WorkStatus.running))).one()
     if running >= cap:
         await session.rollback()
-        return None
+        return []
     query = (select(Work).join(ApiKey, ApiKey.id == Work.key_id).join(User, User.id == Work.user_id)
              .where(_runnable(kind, model_ids))
              .order_by(*_claim_order(kind, fair))
-             .limit(1).with_for_update(of=Work.__table__, skip_locked=True))
-    work = (await session.exec(query)).first()
-    if work is None:
+             .limit(1 if fair else cap - running).with_for_update(of=Work.__table__, skip_locked=True))
+    claimed = list((await session.exec(query)).all())
+    if not claimed:
         await session.rollback()
-        return None
-    work.status = WorkStatus.running
-    work.lease_owner, work.lease_until = owner, now + timedelta(seconds=lease_s)
-    work.attempts += 1
-    work.started_at = work.started_at or now
-    work.hold_id = None
-    session.add(work)
+        return []
+    for work in claimed:
+        work.status = WorkStatus.running
+        work.lease_owner, work.lease_until = owner, now + timedelta(seconds=lease_s)
+        work.attempts += 1
+        work.started_at = work.started_at or now
+        work.hold_id = None
+        session.add(work)
     await session.commit()
-    await session.refresh(work)
-    return work
+    for work in claimed:
+        await session.refresh(work)
+    return claimed
 
 
 def _claim_order(kind: WorkKind, fair_to_users: bool) -> list:

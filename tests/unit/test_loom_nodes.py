@@ -425,3 +425,25 @@ async def test_a_long_job_does_not_delay_a_node(looms: Looms) -> None:
     await looms.wait(loom_id, node["id"], "completed")
     jobs = [row for row in await looms.rows() if row.kind == WorkKind.job]
     assert sorted(row.status.value for row in jobs) == ["queued"] + ["running"] * 4
+
+
+async def test_a_branchs_nodes_are_claimed_in_one_transaction_and_jobs_one_at_a_time(looms: Looms) -> None:
+    """The Nodes of a Branch start together (as many as the kind has free places); a Job claim takes
+    one row, since each changes which Users have a Job running (the Jobs' fair order)."""
+    from ledger import work as queue
+    from ledger.coltypes import utcnow
+
+    loom_id, root = await looms.make()
+    await looms.branch(loom_id, root, {"model": "llama-8b", "n": 8})
+    await looms.branch(loom_id, root, {"model": "llama-8b", "n": 2})
+    for _ in range(2):
+        assert (await looms.submit()).status_code == 202
+    models = list(looms.stack.services.catalog.models)
+    async with looms.stack.services.ledger.write_sessions() as session:
+        nodes = await queue.claim(session, WorkKind.node, models, "test-owner", 30.0, utcnow())
+    async with looms.stack.services.ledger.write_sessions() as session:
+        more = await queue.claim(session, WorkKind.node, models, "test-owner", 30.0, utcnow())
+    async with looms.stack.services.ledger.write_sessions() as session:
+        jobs = await queue.claim(session, WorkKind.job, models, "test-owner", 30.0, utcnow())
+    assert (len(nodes), len(more), len(jobs)) == (8, 0, 1)
+    assert all(row.status == WorkStatus.running and row.lease_owner == "test-owner" for row in nodes + jobs)
