@@ -46,6 +46,19 @@ class ServeInstance:
     def new_key(self, user: str) -> str:
         return run_async(_key(self.database_url, user))
 
+    def read_ledger(self, read: Any) -> Any:
+        """`await read(session)` on the stack's ledger, from a (synchronous) test."""
+        async def run() -> Any:
+            from ledger.db import make_engine, session_factory
+
+            engine = make_engine(self.database_url)
+            try:
+                async with session_factory(engine)() as session:
+                    return await read(session)
+            finally:
+                await engine.dispose()
+        return run_async(run())
+
     @contextlib.contextmanager
     def application(self, profile: str, name: str, route_prefix: str) -> Iterator[str]:
         """Serve `profile` under `route_prefix` until the block ends; its /v1 address."""

@@ -19,7 +19,7 @@ from sqlmodel import select
 
 from ledger.models import Hold, Work
 from tests.programs import PROGRAMS
-from tests.serve_fixtures import ServeInstance, run_async
+from tests.serve_fixtures import ServeInstance
 
 
 
@@ -52,30 +52,16 @@ def wait(stack: tuple[str, str], job_id: str, *statuses: str, timeout_s: float =
         time.sleep(0.1)
 
 
-def read_ledger(serve_instance: ServeInstance, read: Any) -> Any:
-    """`await read(session)` on the stack's ledger, from this (synchronous) test."""
-    async def run() -> Any:
-        from ledger.db import make_engine, session_factory
-
-        engine = make_engine(serve_instance.database_url)
-        try:
-            async with session_factory(engine)() as session:
-                return await read(session)
-        finally:
-            await engine.dispose()
-    return run_async(run())
-
-
 def holds(serve_instance: ServeInstance, request_id: str) -> list[Any]:
     async def read(session: Any) -> list[Any]:
         return list((await session.exec(select(Hold).where(Hold.request_id.startswith(request_id)))).all())
-    return read_ledger(serve_instance, read)
+    return serve_instance.read_ledger(read)
 
 
 def work_row(serve_instance: ServeInstance, job_id: str) -> Any:
     async def read(session: Any) -> Any:
         return await session.get(Work, uuid.UUID(job_id))
-    return read_ledger(serve_instance, read)
+    return serve_instance.read_ledger(read)
 
 
 def runner_process() -> dict:

@@ -23,7 +23,7 @@ import pytest
 from sqlmodel import select
 
 from ledger.models import Hold, LoomNode, Work
-from tests.serve_fixtures import ServeInstance, run_async
+from tests.serve_fixtures import ServeInstance
 from tests.spec import validate
 
 DOCS = Path(__file__).resolve().parents[1] / "spec_docs" / "docs.md"
@@ -151,31 +151,18 @@ def wait_ended(stack: tuple[str, str], loom_id: str, node_ids: list[str], timeou
 
 # -- the ledger and the Runner, as test_e2e_jobs reaches them -------------------------------------
 
-def read_ledger(serve_instance: ServeInstance, query: Any) -> Any:
-    async def run() -> Any:
-        from ledger.db import make_engine, session_factory
-
-        engine = make_engine(serve_instance.database_url)
-        try:
-            async with session_factory(engine)() as session:
-                return await query(session)
-        finally:
-            await engine.dispose()
-    return run_async(run())
-
-
 def node_row(serve_instance: ServeInstance, node_id: str) -> tuple[Any, Any]:
     async def query(session: Any) -> tuple[Any, Any]:
         node = await session.get(LoomNode, uuid.UUID(node_id))
         return node, await session.get(Work, node.work_id)
-    return read_ledger(serve_instance, query)
+    return serve_instance.read_ledger(query)
 
 
 def holds_of(serve_instance: ServeInstance, node_id: str) -> list[Any]:
     async def query(session: Any) -> list[Any]:
         prefix = f"node-{uuid.UUID(node_id).hex}"
         return list((await session.exec(select(Hold).where(Hold.request_id.startswith(prefix)))).all())
-    return read_ledger(serve_instance, query)
+    return serve_instance.read_ledger(query)
 
 
 def runner_process() -> dict:
