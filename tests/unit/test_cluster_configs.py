@@ -163,9 +163,12 @@ def test_the_serve_config_sets_what_a_cluster_needs():
 def test_every_setting_the_serve_config_reads_from_the_nodes_is_in_the_example_file():
     example = (CLUSTER / "cluster.env.example").read_text()
     listed = dict(line.split("=", 1) for line in example.splitlines() if line and not line.startswith("#"))
-    from_nodes = {SECRET.match(value)[1] for value in the_app()["runtime_env"]["env_vars"].values()
-                  if SECRET.match(value)}
-    assert from_nodes == set(listed)
+    env = the_app()["runtime_env"]["env_vars"]
+    from_nodes = {SECRET.match(value)[1] for value in env.values() if SECRET.match(value)}
+    assert from_nodes <= set(listed)
+    # The rest is for the command line on the head: the same catalog and environment as the replicas'.
+    assert {name: listed[name] for name in set(listed) - from_nodes} == {
+        "ACS_PROFILE": env["ACS_PROFILE"], "ACS_ENVIRONMENT": env["ACS_ENVIRONMENT"]}
 
 
 def test_the_example_settings_make_a_production_ledger_on_postgresql_and_redis(monkeypatch):
