@@ -69,11 +69,12 @@ class NodeHandler:
 
     async def run(self, work: Work, hold: AttemptHold) -> queue.Result:
         loom_id, node_id = node_of(work)
-        try:
-            node_request, prompt = await self._prompt(loom_id, node_id, work.user_id)
-        except LoomNotFound:
-            return GONE
+        # One transaction reads the path and starts the Node: eight Nodes start at once.
         async with self.ledger.write_sessions() as session:
+            try:
+                node_request, prompt = _request_and_path(await looms.load(session, loom_id, work.user_id), node_id)
+            except LoomNotFound:
+                return GONE
             if not await loom_runs.start(session, node_id, work.attempts):
                 return GONE
         return await self._grow(work, node_id, completion_body(work, node_request, prompt), hold)
@@ -101,14 +102,6 @@ class NodeHandler:
                          used_tokens=grown.usage["total_tokens"])
         return queue.Result(WorkStatus.succeeded, 200, _as_json({"usage": grown.usage}), also=ending)
 
-    async def _prompt(self, loom_id: uuid.UUID, node_id: uuid.UUID, user_id: uuid.UUID) -> tuple[dict, str]:
-        """The Node's Branch fields and the text of the path from the root to its parent."""
-        async with self.services.sessions() as session:
-            tree = await looms.read(session, loom_id, user_id)
-        node = tree.node(node_id)
-        prompt = "" if node.parent_id is None else tree.path_text(node.parent_id)
-        return json.loads(node.request or "{}"), prompt
-
     async def _write_growth(self, growths: list[Growth]) -> None:
         async with self.ledger.write_sessions() as session:
             await loom_runs.progress_all(session, [(g.node_id, g.attempt, g.text, g.used_tokens) for g in growths])
@@ -134,6 +127,13 @@ class NodeHandler:
 
         return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(unusable.request_id)),
                             also=fail_node)
+
+
+def _request_and_path(tree: looms.LoomTree, node_id: uuid.UUID) -> tuple[dict, str]:
+    """The Node's Branch fields and the text of the path from the root to its parent."""
+    node = tree.node(node_id)
+    prompt = "" if node.parent_id is None else tree.path_text(node.parent_id)
+    return json.loads(node.request or "{}"), prompt
 
 
 def node_of(work: Work) -> tuple[uuid.UUID, uuid.UUID]:

@@ -42,6 +42,8 @@ class RunnerTimes:
 
     lease_s: float = 30.0  # its leases last this long; it renews them each quarter
     poll_s: float = 0.1  # an idle claim loop's cheap read of its queue; a Branch waits up to this
+    # How often running work is checked for a stop (a cancel, a lost lease): it costs a read each time.
+    watch_s: float = 0.25
     grace_s: float = 10.0  # a planned stop gives running work this long
     housekeeping_s: float = 600.0
 
@@ -60,6 +62,7 @@ class Runner:
         self.model_ids = list(model_ids)
         self.lease_s, self.poll_s, self.grace_s = times.lease_s, times.poll_s, times.grace_s
         self.housekeeping_s = times.housekeeping_s
+        self.watch_s = times.watch_s
         self.attempts: dict[uuid.UUID, asyncio.Task] = {}
         self._claim_loops: list[asyncio.Task] = []
         self._watch: list[asyncio.Task] = []
@@ -132,7 +135,7 @@ class Runner:
                     await self._stop_lost()
             except Exception:  # noqa: BLE001
                 log.exception("watching background work failed")
-            await asyncio.sleep(self.poll_s)
+            await asyncio.sleep(self.watch_s)
 
     # -- one attempt --------------------------------------------------------------------------------
 
