@@ -49,7 +49,6 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -312,8 +311,8 @@ async def warm_remove(session: AsyncSession, args: argparse.Namespace, config: A
 
 def _print_windows(lines: Sequence[warm_windows.WindowLine], as_json: bool, single: bool = False) -> None:
     if as_json:
-        documents_ = [documents.window_line(line) for line in lines]
-        return print_json(documents_[0] if single else {"windows": documents_})
+        found = [documents.window_line(line) for line in lines]
+        return print_json(found[0] if single else {"windows": found})
     print_table(("ID", "MODEL", "WHEN", "ON NOW", "COST", "NEXT 7 DAYS", "BY"), [
         (str(line.window.id), line.window.model_id, _window_when(line), "yes" if line.on_now else "no",
          _window_cost(line), dollars(line.next_7_days_usd), line.window.created_by or "-") for line in lines])

@@ -317,7 +317,8 @@ async def newest_budget_changes(session: AsyncSession, first: date, last: date, 
     query = (select(Grant, User.name, ApiKey.name)
              .join(User, col(User.id) == col(Grant.user_id))
              .outerjoin(ApiKey, col(ApiKey.id) == col(Grant.key_id))
-             .where(col(Grant.created_at) >= midnight(first), col(Grant.created_at) < midnight(last + timedelta(days=1))))
+             .where(col(Grant.created_at) >= midnight(first),
+                    col(Grant.created_at) < midnight(last + timedelta(days=1))))
     if user_id is not None:
         query = query.where(Grant.user_id == user_id)
     query = query.order_by(col(Grant.created_at).desc()).limit(NEWEST)

@@ -137,7 +137,8 @@ async def list_keys(user_id: str, request: Request, admin: AdminDep):
     every = bodies.query_flag(request, "all")
     async with context.reads(request) as session:
         with ledger_refusals():
-            user, lines = await api_keys.key_lines(session, context.platform(request).clock(), who, include_revoked=every)
+            user, lines = await api_keys.key_lines(session, context.platform(request).clock(), who,
+                                                   include_revoked=every)
     return {"user": documents.user_brief(user), "keys": [documents.key_line(line) for line in lines]}
 
 

@@ -18,7 +18,8 @@ TABS = ("users", "budget", "platform", "usage")
 
 
 async def tab(session: AsyncSession, platform: Platform, name: str, first: date | None = None,
-              last: date | None = None, *, user_id: uuid.UUID | None = None, model: str | None = None) -> dict[str, Any]:
+              last: date | None = None, *, user_id: uuid.UUID | None = None,
+              model: str | None = None) -> dict[str, Any]:
     """One tab's numbers, for the days from `first` to `last` (this month up to today by default).
     `user_id` and `model` narrow the Usage tab, as its All Users and All models do."""
     now = platform.clock()

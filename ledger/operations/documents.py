@@ -177,8 +177,10 @@ def platform_numbers(numbers: analytics.PlatformNumbers) -> Document:
                      for d in numbers.days],
             "by_source": [share(each) for each in numbers.by_source],
             "by_model": [share(each) for each in numbers.by_model],
-            "spend_by_day": [{"day": day.isoformat(), "usd": usd(amount)} for day, amount in numbers.spend_by_day.items()],
-            "spend_by_model": [{"model": model, "usd": usd(amount)} for model, amount in numbers.spend_by_model.items()]}
+            "spend_by_day": [{"day": day.isoformat(), "usd": usd(amount)}
+                             for day, amount in numbers.spend_by_day.items()],
+            "spend_by_model": [{"model": model, "usd": usd(amount)}
+                               for model, amount in numbers.spend_by_model.items()]}
 
 
 def usage_numbers(numbers: analytics.UsageNumbers) -> Document:

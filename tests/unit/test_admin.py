@@ -603,7 +603,8 @@ async def test_user_role_and_tags(cli):
     assert ok(cli, "user", "tag", "alice", "add", "beta") == f"{alice}\talice\tbeta,hiring-2026-08\n"
     ok(cli, "user", "tag", "bob", "add", "beta")
     rows = {row["NAME"]: row for row in table(ok(cli, "user", "list"))}
-    assert (rows["alice"]["ROLE"], rows["alice"]["TAGS"], rows["bob"]["TAGS"]) == ("admin", "beta,hiring-2026-08", "beta")
+    assert (rows["alice"]["ROLE"], rows["alice"]["TAGS"], rows["bob"]["TAGS"]) == (
+        "admin", "beta,hiring-2026-08", "beta")
     assert rows["bob"]["ENGAGEMENT"] == "not activated" and rows["bob"]["LAST COMPLETION"] == "-"
     assert [row["NAME"] for row in table(ok(cli, "user", "list", "--tag", "hiring-2026-08"))] == ["alice"]
     shown = fields(ok(cli, "user", "show", "alice"))
@@ -635,10 +636,12 @@ async def test_warm_add_now_list_and_remove(priced_cli):
     assert rows[added["id"]]["WHEN"] == "mon,tue,wed,thu,fri 09:00-17:00 UTC"
     assert rows[added["id"]]["COST"] == "40 hours a week, $78.00" and rows[added["id"]]["BY"] == "ops"
     assert rows[now["id"]]["WHEN"] == "now, until 2026-03-14 14:00 UTC" and rows[now["id"]]["ON NOW"] == "yes"
-    assert ok(cli, "warm", "remove", now["id"]) == f"Removed the window {now['id']} of tiny-llama: 2 hours in all, $3.90.\n"
+    assert ok(cli, "warm", "remove", now["id"]) == (
+        f"Removed the window {now['id']} of tiny-llama: 2 hours in all, $3.90.\n")
     assert now["id"] not in {w["id"] for w in as_json(cli, "warm", "list")["windows"]}
     assert refused(cli, "warm", "remove", now["id"]) == f"No warm window has the id {now['id']}."
-    assert refused(cli, "warm", "now", "tiny-llama", "25") == "Warm now lasts a whole number of hours from 1 to 24, not 25."
+    assert refused(cli, "warm", "now", "tiny-llama", "25") == (
+        "Warm now lasts a whole number of hours from 1 to 24, not 25.")
     assert refused(cli, "warm", "add", "gpt-4", "--days", "mon", "--from", "09:00", "--to", "10:00") == (
         "The model `gpt-4` does not exist. The platform serves tiny-llama.")
     assert "is not a time of day" in refused(cli, "warm", "add", "tiny-llama", "--days", "mon", "--from", "9",

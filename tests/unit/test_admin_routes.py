@@ -1,8 +1,8 @@
 """The admin routes under /v1/admin, through HTTP on the fake stack: an admin's key does each thing
 the command line does, a normal User's key gets 403 on every route, no key 401.
 
-Each test has a ledger of its own (a new SQLite file; `postgres` in its name: PostgreSQL too), so
-the numbers of Analytics and the spend stop are the test's alone. Holds for usage and
+Each test has a ledger of its own (a new SQLite file; marked `postgres`: an emptied PostgreSQL
+database too), so the numbers of Analytics and the spend stop are the test's alone. Holds for usage and
 engagement are taken and ended with the ledger's own calls, as tests/unit/test_admin.py does.
 """
 from __future__ import annotations
@@ -133,11 +133,8 @@ async def admin(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "admin" in metafunc.fixturenames:
-        metafunc.parametrize("admin", _params_of(metafunc.function.__name__), indirect=True)
-
-
-def _params_of(name: str) -> list[str]:
-    return ["sqlite", "postgresql"] if "postgres" in name else ["sqlite"]
+        on_postgres = metafunc.definition.get_closest_marker("postgres") is not None
+        metafunc.parametrize("admin", ["sqlite", "postgresql"] if on_postgres else ["sqlite"], indirect=True)
 
 
 def priced(stack: Any, model_id: str = "tiny-llama", gpus: int = 1, hour_usd: float = L40S_HOUR) -> None:
@@ -223,6 +220,7 @@ async def test_bodies_queries_and_path_ids_are_read_strictly(admin):
 
 
 # Users ----------------------------------------------------------------------------------------
+@pytest.mark.postgres
 async def test_users_list_show_and_their_engagement(admin):
     alice, bob, carol, dave = [await admin.user(name) for name in ("alice", "bob", "carol", "dave")]
     now = utcnow()
@@ -298,7 +296,8 @@ async def test_roles_are_admin_or_user(admin):
 
 
 # Grants, Budgets and keys ------------------------------------------------------------------------
-async def test_postgres_grants_to_a_user_and_to_a_keys_own_budget(admin):
+@pytest.mark.postgres
+async def test_grants_to_a_user_and_to_a_keys_own_budget(admin):
     alice, bob = await admin.user("alice"), await admin.user("bob")
     laptop, _ = await admin.key_of(alice)
     bobs, _ = await admin.key_of(bob)
@@ -367,8 +366,9 @@ async def test_a_users_usage_by_day_and_its_running_holds(admin):
 
 
 # The spend ------------------------------------------------------------------------------------
+@pytest.mark.postgres
 @pytest.mark.settings(spend_pause_usd=1234.5)
-async def test_postgres_spend_lock_and_clear_record_the_admin_and_pause_new_gpu_work(admin):
+async def test_spend_lock_and_clear_record_the_admin_and_pause_new_gpu_work(admin):
     before = await admin.ok("GET", "/v1/admin/spend")
     assert (before["locked"], before["pause_usd"], before["changes"]) == (False, 1234.5, [])
     locked = await admin.ok("POST", "/v1/admin/spend/lock", {"reason": "GPU bill over plan"})
@@ -384,6 +384,7 @@ async def test_postgres_spend_lock_and_clear_record_the_admin_and_pause_new_gpu_
                  param="reason", message=re.compile("at most 200 characters"))
 
 
+@pytest.mark.postgres
 async def test_spend_figures_of_the_last_24_hours_by_model(admin):
     now = utcnow()
     samples = [Sample("llama-8b", 2, 1, L40S_HOUR, 3600), Sample("llama-405b", 1, 8, 4.54, 1800)]
@@ -401,6 +402,7 @@ async def test_spend_figures_of_the_last_24_hours_by_model(admin):
 
 
 # Warm windows -------------------------------------------------------------------------------------
+@pytest.mark.postgres
 async def test_a_weekly_window_its_cost_a_week_and_its_removal(admin):
     priced(admin.stack)
     made = await admin.ok("POST", "/v1/admin/warm-windows", {"model": "llama-8b", "days": "mon-fri",
@@ -461,6 +463,7 @@ async def test_window_refusals_name_their_field(admin):
 
 
 # Analytics -----------------------------------------------------------------------------------------
+@pytest.mark.postgres
 async def test_analytics_users_tab(admin):
     alice, bob, _ = [await admin.user(name) for name in ("alice", "bob", "carol")]
     now = utcnow()
@@ -477,6 +480,7 @@ async def test_analytics_users_tab(admin):
     assert (await admin.ok("GET", "/v1/admin/analytics/users?from=2020-01-01&to=2020-01-31"))["new_users"] == 0
 
 
+@pytest.mark.postgres
 async def test_analytics_budget_tab(admin):
     alice, bob, carol = [await admin.user(name) for name in ("alice", "bob", "carol")]
     for who, allowance in ((alice, 100), (bob, 100), (carol, 1000)):
@@ -492,6 +496,7 @@ async def test_analytics_budget_tab(admin):
     assert tab["closest"][0]["runs_out_on"] == now.date().isoformat()
 
 
+@pytest.mark.postgres
 async def test_analytics_platform_and_usage_tabs(admin):
     alice, bob = await admin.user("alice"), await admin.user("bob")
     laptop, _ = await admin.key_of(alice)
@@ -533,7 +538,8 @@ async def test_analytics_platform_and_usage_tabs(admin):
 
 async def test_analytics_days_are_checked(admin):
     assert_error(await admin.call("GET", "/v1/admin/analytics/platform?from=2025-01-01&to=2026-03-01"), 400,
-                 "invalid_request", message="Usage counts at most 366 days at a time; 2025-01-01 to 2026-03-01 is more.")
+                 "invalid_request",
+                 message="Usage counts at most 366 days at a time; 2025-01-01 to 2026-03-01 is more.")
     assert_error(await admin.call("GET", "/v1/admin/analytics/users?to=2020-01-01"), 400, "invalid_request")
     assert_error(await admin.call("GET", "/v1/admin/analytics/budget?user_id=x"), 400, "invalid_request",
                  param="user_id")
