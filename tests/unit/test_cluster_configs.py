@@ -104,6 +104,7 @@ def test_each_node_runs_the_gpu_setup_and_starts_the_venvs_ray_with_the_settings
         assert command.startswith(("~/acs/.venv/bin/ray stop", "set -a && . ~/acs.env && set +a")), command
         if " start " in command:
             assert "~/acs/.venv/bin/ray start" in command
+            assert "--metrics-export-port=8080" in command  # Prometheus finds Serve's series there
             assert "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=cluster.proxy_middleware:middlewares" in command
 
 
