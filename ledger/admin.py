@@ -222,8 +222,7 @@ async def key_create(session: AsyncSession, args: argparse.Namespace, config: Ad
 async def key_list(session: AsyncSession, args: argparse.Namespace, config: AdminConfig) -> None:
     user, lines = await api_keys.key_lines(session, config.clock(), args.user, include_revoked=args.all)
     if args.json:
-        return print_json({"user": {"id": str(user.id), "name": user.name},
-                           "keys": [documents.key_line(line) for line in lines]})
+        return print_json(documents.key_lines(user, lines))
     print_key_table(lines)
 
 

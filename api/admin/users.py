@@ -139,7 +139,7 @@ async def list_keys(user_id: str, request: Request, admin: AdminDep):
         with ledger_refusals():
             user, lines = await api_keys.key_lines(session, context.platform(request).clock(), who,
                                                    include_revoked=every)
-    return {"user": documents.user_brief(user), "keys": [documents.key_line(line) for line in lines]}
+    return documents.key_lines(user, lines)
 
 
 @router.post("/{user_id}/keys")

@@ -72,6 +72,10 @@ def key_line(line: usage.KeyLine) -> Document:
             "last_used_at": iso(key.last_used_at)}
 
 
+def key_lines(user: User, lines: list[usage.KeyLine]) -> Document:
+    return {"user": {"id": str(user.id), "name": user.name}, "keys": [key_line(line) for line in lines]}
+
+
 def key_page(page: KeyPage) -> Document:
     owner = page.owner
     return {"key": key_line(page.line), "user": {"id": str(owner.user_id), "name": owner.name,

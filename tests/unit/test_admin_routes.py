@@ -555,8 +555,11 @@ async def test_the_command_line_prints_the_documents_the_routes_answer(admin, ca
                                                       "to": "10:00"})
     await admin.ok("POST", "/v1/admin/spend/lock", {"reason": "checking"})
     config = cli.AdminConfig(database_url=admin.url, replica_hour_usd={"tiny-llama": L40S_HOUR})
+    await admin.key_of(alice)
     for argv, route in ((["user", "list"], "/v1/admin/users"), (["spend", "show"], "/v1/admin/spend"),
-                        (["warm", "list"], "/v1/admin/warm-windows")):
+                        (["warm", "list"], "/v1/admin/warm-windows"),
+                        (["key", "list", "--user", alice], f"/v1/admin/users/{alice}/keys"),
+                        (["usage", alice], f"/v1/admin/users/{alice}/usage")):
         capsys.readouterr()
         assert run_in_thread(cli.main, [*argv, "--json"], config) == 0
         printed = json.loads(capsys.readouterr().out)
