@@ -94,6 +94,18 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def check_cluster_ledger(self) -> Settings:
+        # Ray turns an unset ${ACS_DATABASE_URL} of a cluster's env into "": each replica would
+        # then keep its own SQLite ledger, and tokens held on one would be unknown to the others.
+        if self.environment.strip().lower() != "development" and not (self.database_url or "").strip():
+            raise ValueError(
+                f"ACS_DATABASE_URL is empty, and ACS_ENVIRONMENT is {self.environment!r}: every replica "
+                "would keep a ledger of its own. Set it to the cluster's PostgreSQL, such as "
+                "postgresql+asyncpg://acs:PASSWORD@db.internal:5432/acs."
+            )
+        return self
+
     def ledger_url(self) -> str:
         """The ledger's database: ACS_DATABASE_URL, or the embedded SQLite file."""
         return (self.database_url or "").strip() or default_database_url()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import SecretStr
 from ray.autoscaler._private.util import prepare_config, validate_config
 from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
 from ray.serve._private.build_app import build_app
@@ -226,3 +227,11 @@ def test_setup_gpu_help_and_a_wrong_argument(tmp_path):
     assert helped.returncode == 0 and "bash cluster/setup-gpu.sh [--dry-run]" in helped.stdout
     wrong = dry_run(tmp_path, "--gpu")
     assert wrong.returncode == 2 and "unknown argument --gpu" in wrong.stderr
+
+
+@pytest.mark.parametrize("database_url", [None, "", "  "])
+def test_outside_development_an_empty_ledger_url_is_refused(database_url):
+    """Ray turns an unset ${ACS_DATABASE_URL} into "": each replica would keep its own SQLite ledger."""
+    with pytest.raises(ValueError, match=r"ACS_DATABASE_URL is empty, and ACS_ENVIRONMENT is 'production'"):
+        Settings(environment="production", harvest_link_secret=SecretStr("s" * 64), database_url=database_url)
+    assert Settings(database_url=database_url).ledger_url().startswith("sqlite")  # the embedded default

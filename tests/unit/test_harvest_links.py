@@ -187,6 +187,8 @@ def test_verify_compares_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> No
 
 # Settings ---------------------------------------------------------------------------
 
+PRODUCTION_LEDGER = "postgresql+asyncpg://acs@db.internal:5432/acs"
+
 def test_the_link_settings_default_to_seven_days_the_var_folder_and_the_request_base(monkeypatch) -> None:
     # The end-to-end tier points the Serve replicas at a folder of its own through the environment.
     for name in ("ACS_HARVEST_STORAGE", "ACS_HARVEST_LINK_TTL_S", "ACS_ENVIRONMENT", "ACS_PUBLIC_BASE_URL",
@@ -206,7 +208,8 @@ def test_the_default_secret_is_refused_outside_development(environment: str) -> 
     with pytest.raises(ValueError, match=r"ACS_HARVEST_LINK_SECRET is left at its development default, "
                                          r"and ACS_ENVIRONMENT is .*: anyone could sign harvest download links"):
         Settings(environment=environment)
-    assert Settings(environment=environment, harvest_link_secret=SecretStr("x" * 64)).environment == environment
+    assert Settings(environment=environment, harvest_link_secret=SecretStr("x" * 64),
+                    database_url=PRODUCTION_LEDGER).environment == environment
 
 
 def test_the_default_secret_is_refused_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,6 +217,7 @@ def test_the_default_secret_is_refused_from_the_environment(monkeypatch: pytest.
     with pytest.raises(ValueError, match="ACS_HARVEST_LINK_SECRET is left at its development default"):
         Settings()
     monkeypatch.setenv("ACS_HARVEST_LINK_SECRET", "a production secret")
+    monkeypatch.setenv("ACS_DATABASE_URL", PRODUCTION_LEDGER)
     monkeypatch.setenv("ACS_PUBLIC_BASE_URL", "https://api.example.org")
     monkeypatch.setenv("ACS_HARVEST_STORAGE", "s3://bucket/harvests")
     monkeypatch.setenv("ACS_HARVEST_LINK_TTL_S", "3600")
