@@ -6,7 +6,9 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, AsyncIterator
+
+import pytest_asyncio
 
 from sqlalchemy import delete
 
@@ -63,6 +65,15 @@ class FakeReplicas:
 
     async def __call__(self, model_ids: list[str]) -> dict[str, int]:
         return {model_id: self.counts.get(model_id, 0) for model_id in model_ids}
+
+
+@pytest_asyncio.fixture
+async def sessions(fake_stack: Any) -> AsyncIterator[Any]:
+    """The fake stack's write sessions, with the operations' tables empty before and after."""
+    sessions = fake_stack.services.ledger.write_sessions
+    await empty_operations_tables(sessions)
+    yield sessions
+    await empty_operations_tables(sessions)
 
 
 async def empty_operations_tables(sessions: Any) -> None:

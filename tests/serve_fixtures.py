@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -16,6 +18,28 @@ from tests.conftest import new_key
 from tests.ledger_fixtures import run_in_thread
 
 PORT = int(os.environ.get("ACS_TEST_SERVE_PORT", "8123"))
+
+
+def runner_process(app_name: str) -> dict:
+    """The Runner replica of an application: its process (pid) and identity."""
+    from ray import serve
+
+    return serve.get_deployment_handle("runner", app_name=app_name).owner.remote().result(timeout_s=60)
+
+
+def kill_runner(app_name: str) -> None:
+    """SIGKILL the Runner's replica, then wait until Serve has started another."""
+    before = runner_process(app_name)
+    os.kill(before["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if runner_process(app_name)["pid"] != before["pid"]:
+                return
+        except Exception:  # noqa: BLE001 - the dead replica answers errors until it is replaced
+            pass
+        assert time.monotonic() < deadline, "Serve did not replace the Runner"
+        time.sleep(0.5)
 
 
 def run_async(coroutine: Any) -> Any:

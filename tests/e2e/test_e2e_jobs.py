@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import uuid
@@ -19,7 +18,7 @@ from sqlmodel import select
 
 from ledger.models import Hold, Work
 from tests.programs import PROGRAMS
-from tests.serve_fixtures import ServeInstance
+from tests.serve_fixtures import ServeInstance, kill_runner
 
 
 
@@ -62,27 +61,6 @@ def work_row(serve_instance: ServeInstance, job_id: str) -> Any:
     async def read(session: Any) -> Any:
         return await session.get(Work, uuid.UUID(job_id))
     return serve_instance.read_ledger(read)
-
-
-def runner_process() -> dict:
-    from ray import serve
-
-    return serve.get_deployment_handle("runner", app_name="jobs").owner.remote().result(timeout_s=60)
-
-
-def kill_runner() -> None:
-    """SIGKILL the Runner's replica, then wait until Serve has started another."""
-    before = runner_process()
-    os.kill(before["pid"], signal.SIGKILL)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if runner_process()["pid"] != before["pid"]:
-                return
-        except Exception:  # noqa: BLE001 - the dead replica answers errors until it is replaced
-            pass
-        assert time.monotonic() < deadline, "Serve did not replace the Runner"
-        time.sleep(0.5)
 
 
 def test_the_cookbooks_job_script_runs_as_it_is(stack: tuple[str, str], serve_instance: ServeInstance,
@@ -153,7 +131,7 @@ def test_sigkill_of_the_runner_while_a_job_runs(stack: tuple[str, str], serve_in
     wait(stack, job["id"], "running")
     while not holds(serve_instance, job["request_id"]):
         time.sleep(0.05)
-    kill_runner()
+    kill_runner("jobs")
     done = wait(stack, job["id"], "succeeded", timeout_s=300)
     assert done["usage_pending"] is False
     spent = sorted((h.state.value, h.used) for h in holds(serve_instance, job["request_id"]))
@@ -166,7 +144,7 @@ def test_sigkill_after_the_answer_is_stored(stack: tuple[str, str], serve_instan
     job = submit(stack, {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2})
     wait(stack, job["id"], "succeeded")
     answer = httpx.get(f"{base}/completion-jobs/{job['id']}/result", headers=auth(key), timeout=30).json()
-    kill_runner()
+    kill_runner("jobs")
     time.sleep(float(os.environ.get("ACS_RUNNER_LEASE_S", "4")) + 1)
     again = httpx.get(f"{base}/completion-jobs/{job['id']}/result", headers=auth(key), timeout=30).json()
     assert again == answer

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import threading
 import time
@@ -23,7 +22,7 @@ import pytest
 from sqlmodel import select
 
 from ledger.models import Hold, LoomNode, Work
-from tests.serve_fixtures import ServeInstance
+from tests.serve_fixtures import ServeInstance, kill_runner
 from tests.spec import validate
 
 DOCS = Path(__file__).resolve().parents[1] / "spec_docs" / "docs.md"
@@ -163,27 +162,6 @@ def holds_of(serve_instance: ServeInstance, node_id: str) -> list[Any]:
         prefix = f"node-{uuid.UUID(node_id).hex}"
         return list((await session.exec(select(Hold).where(Hold.request_id.startswith(prefix)))).all())
     return serve_instance.read_ledger(query)
-
-
-def runner_process() -> dict:
-    from ray import serve
-
-    return serve.get_deployment_handle("runner", app_name=APP).owner.remote().result(timeout_s=60)
-
-
-def kill_runner() -> None:
-    """SIGKILL the Runner's replica, then wait until Serve has started another."""
-    before = runner_process()
-    os.kill(before["pid"], signal.SIGKILL)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if runner_process()["pid"] != before["pid"]:
-                return
-        except Exception:  # noqa: BLE001 - the dead replica answers errors until it is replaced
-            pass
-        assert time.monotonic() < deadline, "Serve did not replace the Runner"
-        time.sleep(0.5)
 
 
 # -- the guide, step by step ------------------------------------------------------------------------
@@ -375,7 +353,7 @@ def test_a_node_cut_by_a_runner_sigkill_runs_again_from_the_beginning_and_is_cha
     assert grown.wait(120)
     mark = len(texts)
     before = max(texts[:mark], key=len)
-    kill_runner()
+    kill_runner(APP)
     follower.join(300)
     assert not follower.is_alive()
     # The next attempt started again from nothing: the stream saw the text shorter again.

@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
-import pytest_asyncio
 from ray.serve._private.common import ReplicaState
 from ray.serve.schema import ReplicaDetails
 
@@ -20,7 +19,7 @@ from deployments.operations import SpendSampler, build_operations, holding_gpus,
 from deployments.runner_server import RunnerServer
 from ledger import spend
 from ledger.models import StopChangeKind
-from tests.operations_fakes import Clock, FakeModelHandle, FakeReplicas, empty_operations_tables
+from tests.operations_fakes import Clock, FakeModelHandle, FakeReplicas, sessions  # noqa: F401 - sessions: the fixture
 from tests.spec import assert_error
 
 UTC = timezone.utc
@@ -29,14 +28,6 @@ START = datetime(2026, 3, 2, 12, tzinfo=UTC)
 # One minute of one replica of llama-405b: eight H200 at $4.54 an hour.
 MINUTE_405B = 8 * 4.54 / 60
 MINUTE_8B = 1.95 / 60
-
-
-@pytest_asyncio.fixture
-async def sessions(fake_stack: Any) -> AsyncIterator[Any]:
-    sessions = fake_stack.services.ledger.write_sessions
-    await empty_operations_tables(sessions)
-    yield sessions
-    await empty_operations_tables(sessions)
 
 
 def sampler(sessions: Any, replicas: FakeReplicas, pause_usd: float = 3000.0) -> SpendSampler:

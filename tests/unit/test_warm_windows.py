@@ -7,17 +7,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from deployments.catalog import load_catalog
 from deployments.operations import FloorKeeper, build_operations
 from ledger import spend, warm
 from ledger.errors import LedgerError, UnknownModel, WarmWindowRefused
 from ledger.models import WarmWindow
-from tests.operations_fakes import Clock, FakeModelHandle, FakeReplicas, empty_operations_tables, wait_until
+from tests.operations_fakes import Clock, FakeModelHandle, FakeReplicas, sessions, wait_until  # noqa: F401 - sessions: the fixture
 
 UTC = timezone.utc
 SERVED = ("llama-8b", "llama-405b", "trinity-truebase")
@@ -39,14 +38,6 @@ def weekly(days: list[int], start: str, end: str, time_zone: str = "UTC") -> War
 def _minute(clock: str) -> int:
     hours, minutes = clock.split(":")
     return int(hours) * 60 + int(minutes)
-
-
-@pytest_asyncio.fixture
-async def sessions(fake_stack: Any) -> AsyncIterator[Any]:
-    sessions = fake_stack.services.ledger.write_sessions
-    await empty_operations_tables(sessions)
-    yield sessions
-    await empty_operations_tables(sessions)
 
 
 async def add(sessions: Any, days: list[int], start: str, end: str, time_zone: str = "UTC",
