@@ -410,13 +410,18 @@ async def test_a_delete_while_a_node_to_delete_grows_gets_409(trees: Trees, stat
 # -- the cap -------------------------------------------------------------------------------------------
 
 
-async def test_a_split_or_a_sibling_past_2000_nodes_gets_409_saying_how_many_fit(trees: Trees) -> None:
-    loom, crying, colour = await trees.guide_loom()
+async def fill(trees: Trees, loom: dict, count: int) -> None:
+    """`count` more Nodes under the root, written straight to the ledger."""
     root = uuid.UUID(loom["nodes"][0]["id"])
     async with trees.stack.services.ledger.write_sessions() as session:
         session.add_all(LoomNode(loom_id=uuid.UUID(loom["id"]), parent_id=root, position=10 + i, text=str(i))
-                        for i in range(1996))
+                        for i in range(count))
         await session.commit()
+
+
+async def test_a_split_or_a_sibling_past_2000_nodes_gets_409_saying_how_many_fit(trees: Trees) -> None:
+    loom, crying, colour = await trees.guide_loom()
+    await fill(trees, loom, 1996)
     after = await trees.ok("POST", f"/{loom['id']}/nodes/{crying}/sibling", {"text": " blue"})
     assert len(after["nodes"]) == 2000
     full = ("This Loom has 2000 Nodes, the most that a Loom holds, so no more fit. "
@@ -433,11 +438,7 @@ async def test_a_split_or_a_sibling_past_2000_nodes_gets_409_saying_how_many_fit
 async def test_two_siblings_at_once_for_the_last_place_make_one_node(trees: Trees) -> None:
     """The Loom's lock serialises the check of the cap and the insert it allows."""
     loom, crying, _ = await trees.guide_loom()
-    root = uuid.UUID(loom["nodes"][0]["id"])
-    async with trees.stack.services.ledger.write_sessions() as session:
-        session.add_all(LoomNode(loom_id=uuid.UUID(loom["id"]), parent_id=root, position=10 + i, text=str(i))
-                        for i in range(1996))
-        await session.commit()
+    await fill(trees, loom, 1996)
     answers = await asyncio.gather(*(trees.call("POST", f"/{loom['id']}/nodes/{crying}/sibling", {"text": str(i)})
                                      for i in range(4)))
     assert sorted(r.status_code for r in answers) == [200, 409, 409, 409]
