@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from api import errors
+from ledger.coltypes import utcnow
 from ledger.survive import survive
 from ledger.models import Counting, UsageStatus
 from ledger.leases import HoldLeases, new_owner
@@ -75,6 +76,7 @@ class TokenLedger:
         async with self.write_sessions() as session:
             result = await take_hold(session, ask, default_allowance=self.default_allowance)
         if isinstance(result, Shortfall):
+            await self._record_refusal(ask)
             raise budget_exceeded(result, self.request_url)
         return result
 
@@ -85,7 +87,20 @@ class TokenLedger:
         async with self.write_sessions() as session:
             shortfall = await check_hold(session, ask, default_allowance=self.default_allowance)
         if shortfall is not None:
+            await self._record_refusal(ask)
             raise budget_exceeded(shortfall, self.request_url)
+
+    async def _record_refusal(self, ask: Any) -> None:
+        """Counted for the Analytics; a failed write must not change the answer, the 429."""
+        from ledger.refusals import record_refusal
+
+        async def record() -> None:
+            async with self.write_sessions() as session:
+                await record_refusal(session, ask, utcnow())
+        try:
+            await survive(record())
+        except Exception:  # noqa: BLE001 - logged by survive
+            pass
 
     async def end(self, hold_id: uuid.UUID, used: int | None, counting: Counting | None,
                   status: UsageStatus) -> None:

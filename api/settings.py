@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     metrics_token: SecretStr = SecretStr("")
     # /metrics reads the ledger's counts at most this often, however often Prometheus scrapes.
     metrics_ledger_cache_s: float = 5.0
+    # With ACS_REDIS_URL, each process adds the requests and tokens it counted to the cluster's
+    # totals in Redis this often (and the replica that answers a scrape at once), under this prefix.
+    metrics_flush_s: float = 1.0
+    metrics_redis_prefix: str = "acs:metrics:"
     # New GPU work pauses when the GPUs cost this much in 24 hours (from the last Clear),
     # estimated from the model replicas counted this often (spec: "Spend limit").
     spend_pause_usd: float = 3000.0
@@ -95,14 +99,23 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def check_cluster_ledger(self) -> Settings:
+    def check_cluster_state(self) -> Settings:
         # Ray turns an unset ${ACS_DATABASE_URL} of a cluster's env into "": each replica would
-        # then keep its own SQLite ledger, and tokens held on one would be unknown to the others.
-        if self.environment.strip().lower() != "development" and not (self.database_url or "").strip():
+        # then keep its own SQLite ledger, and tokens held on one would be unknown to the others;
+        # without Redis each ingress replica would keep its own lines and rate buckets.
+        if self.environment.strip().lower() == "development":
+            return self
+        if not (self.database_url or "").strip():
             raise ValueError(
                 f"ACS_DATABASE_URL is empty, and ACS_ENVIRONMENT is {self.environment!r}: every replica "
                 "would keep a ledger of its own. Set it to the cluster's PostgreSQL, such as "
                 "postgresql+asyncpg://acs:PASSWORD@db.internal:5432/acs."
+            )
+        if not (self.redis_url or "").strip():
+            raise ValueError(
+                f"ACS_REDIS_URL is empty, and ACS_ENVIRONMENT is {self.environment!r}: every ingress replica "
+                "would keep its own per-key lines and rate limits. Set it to the cluster's Redis, such as "
+                "redis://redis.internal:6379/0."
             )
         return self
 

@@ -21,6 +21,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from ledger.models import (
     ApiKey, Grant, Hold, HoldState, MonthlyUsage, Role, SpendSample, UsageSource, UsageStatus, User,
 )
+from ledger.refusals import refusals_between
 from ledger.tokens import month_of, next_month_start
 from ledger.usage import check_days, midnight, utc_day
 
@@ -147,8 +148,8 @@ class BudgetNumbers:
     at_allowance: int
     near_allowance: int  # 90% used or more, not yet all
     closest: list[AllowanceLine]
-    # The requests that the Budget could not hold: the ledger does not record refusals yet.
-    refused_requests: int | None = None
+    # The requests that the Budget could not hold (429 budget_exceeded) this UTC month.
+    refused_requests: int = 0
 
 
 async def budget_numbers(session: AsyncSession, now: datetime, default_allowance: int) -> BudgetNumbers:
@@ -161,7 +162,9 @@ async def budget_numbers(session: AsyncSession, now: datetime, default_allowance
     at = sum(1 for line in lines if line.share_used >= 1)
     near = sum(1 for line in lines if NEAR_ALLOWANCE <= line.share_used < 1)
     closest = sorted((line for line in lines if line.used > 0), key=lambda line: (-line.share_used, line.name))
-    return BudgetNumbers(at, near, closest[:CLOSEST])
+    month_start = now.astimezone(timezone.utc).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    refused = await refusals_between(session, month_start, now + timedelta(seconds=1))
+    return BudgetNumbers(at, near, closest[:CLOSEST], refused)
 
 
 def _allowance_line(user_id: uuid.UUID, name: str, allowance: int, used: int, now: datetime) -> AllowanceLine:

@@ -484,3 +484,17 @@ class SpendStopChange(SQLModel, table=True):
     by: str = Field(default="", sa_column=Column(String(200), nullable=False, default=""))
     reason: str = Field(default="", sa_column=Column(String(200), nullable=False, default=""))
     usd: float | None = Field(default=None, sa_column=Column(Float(), nullable=True))  # the amount a pause met
+
+
+class BudgetRefusal(SQLModel, table=True):
+    """A request that the tokens could not hold (a 429 budget_exceeded): the Analytics' Budget tab counts them."""
+
+    __tablename__ = "budget_refusals"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    at: datetime = Field(default_factory=utcnow, sa_column=Column(UtcDateTime(), nullable=False, index=True))
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), nullable=False))
+    key_id: uuid.UUID | None = Field(default=None, sa_column=Column(Uuid(), nullable=True))
+    model: str = Field(sa_column=Column(String(100), nullable=False))
+    source: str = Field(sa_column=Column(String(16), nullable=False))
+    tokens: int = Field(sa_column=Column(BigInteger(), nullable=False))  # what the request asked to hold

@@ -489,8 +489,11 @@ async def test_analytics_budget_tab(admin):
     await admin.spent(alice, None, 100, now)
     await admin.spent(bob, None, 95, now)
     await admin.spent(carol, None, 10, now)
+    # A Completion that alice's tokens cannot hold: a 429, counted as a refused request.
+    _, alices_key = await admin.key_of(alice)
+    assert (await admin.completion(alices_key)).status_code == 429
     tab = await admin.ok("GET", "/v1/admin/analytics/budget")
-    assert (tab["at_allowance"], tab["near_allowance"], tab["refused_requests"]) == (1, 1, None)
+    assert (tab["at_allowance"], tab["near_allowance"], tab["refused_requests"]) == (1, 1, 1)
     closest = [(line["user"]["name"], line["allowance_used"], line["share_used"]) for line in tab["closest"]]
     assert closest == [("alice", 100, 1.0), ("bob", 95, 0.95), ("carol", 10, 0.01)]
     assert tab["closest"][0]["runs_out_on"] == now.date().isoformat()

@@ -235,3 +235,13 @@ def test_outside_development_an_empty_ledger_url_is_refused(database_url):
     with pytest.raises(ValueError, match=r"ACS_DATABASE_URL is empty, and ACS_ENVIRONMENT is 'production'"):
         Settings(environment="production", harvest_link_secret=SecretStr("s" * 64), database_url=database_url)
     assert Settings(database_url=database_url).ledger_url().startswith("sqlite")  # the embedded default
+
+
+def test_outside_development_an_empty_redis_url_is_refused():
+    """Two ingress replicas without Redis would each keep their own lines and rate buckets."""
+    production = dict(environment="production", harvest_link_secret=SecretStr("s" * 64),
+                      database_url="postgresql+asyncpg://acs@db.internal:5432/acs")
+    for redis_url in (None, ""):
+        with pytest.raises(ValueError, match=r"ACS_REDIS_URL is empty, and ACS_ENVIRONMENT is 'production'"):
+            Settings(**production, redis_url=redis_url)
+    assert Settings(**production, redis_url="redis://redis.internal:6379/0").redis_url

@@ -188,6 +188,7 @@ def test_verify_compares_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> No
 # Settings ---------------------------------------------------------------------------
 
 PRODUCTION_LEDGER = "postgresql+asyncpg://acs@db.internal:5432/acs"
+PRODUCTION_REDIS = "redis://redis.internal:6379/0"
 
 def test_the_link_settings_default_to_seven_days_the_var_folder_and_the_request_base(monkeypatch) -> None:
     # The end-to-end tier points the Serve replicas at a folder of its own through the environment.
@@ -209,7 +210,7 @@ def test_the_default_secret_is_refused_outside_development(environment: str) -> 
                                          r"and ACS_ENVIRONMENT is .*: anyone could sign harvest download links"):
         Settings(environment=environment)
     assert Settings(environment=environment, harvest_link_secret=SecretStr("x" * 64),
-                    database_url=PRODUCTION_LEDGER).environment == environment
+                    database_url=PRODUCTION_LEDGER, redis_url=PRODUCTION_REDIS).environment == environment
 
 
 def test_the_default_secret_is_refused_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -218,6 +219,7 @@ def test_the_default_secret_is_refused_from_the_environment(monkeypatch: pytest.
         Settings()
     monkeypatch.setenv("ACS_HARVEST_LINK_SECRET", "a production secret")
     monkeypatch.setenv("ACS_DATABASE_URL", PRODUCTION_LEDGER)
+    monkeypatch.setenv("ACS_REDIS_URL", PRODUCTION_REDIS)
     monkeypatch.setenv("ACS_PUBLIC_BASE_URL", "https://api.example.org")
     monkeypatch.setenv("ACS_HARVEST_STORAGE", "s3://bucket/harvests")
     monkeypatch.setenv("ACS_HARVEST_LINK_TTL_S", "3600")
