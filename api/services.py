@@ -8,7 +8,10 @@ from typing import Any
 
 from api import errors
 from api.inference.gateway import ModelGateway
+from api.metrics.counts import Counts
+from api.metrics.replica import replica_name
 from api.metrics.request_model import note_model
+from api.metrics.tally import PROCESS_TALLY
 from api.settings import Settings
 from api.tokenizers import TokenizerRegistry
 
@@ -28,6 +31,10 @@ class Services:
     tokenizers: TokenizerRegistry = field(default_factory=TokenizerRegistry)
     # The kinds of background work that Runners run (GET /health lists them).
     work_kinds: list[Any] = field(default_factory=list)
+    # What /metrics counts (requests, settled tokens): this process's, or the cluster's in Redis.
+    counts: Counts = field(default_factory=lambda: Counts(PROCESS_TALLY))
+    # The `replica` label of the series this process keeps for itself (in flight, breakers, lines).
+    replica: str = field(default_factory=replica_name)
     started_at: float = field(default_factory=time.time)
 
     def served_models(self) -> list[Any]:

@@ -15,6 +15,7 @@ from api.idempotency import Idempotency
 from api.inference.breaker import CircuitBreaker
 from api.inference.clients import EngineClient, HandleEngineClient
 from api.inference.gateway import ModelGateway
+from api.metrics.counts import counts_from_settings
 from api.metrics.line import MeteredKeyLine
 from api.services import Services
 from api.settings import Settings, get_settings
@@ -59,12 +60,16 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
     sessions, ledger = build_ledger(settings, db_engine)
     traffic = traffic_from_settings(settings.redis_url)
     traffic.key_line = MeteredKeyLine(traffic.key_line)  # /metrics shows the lines' lengths
+    # With Redis every process (each ingress replica, the Runner) adds its counts there, over the traffic's client.
+    counts = counts_from_settings(settings, traffic.redis_client)
     tokenizers = tokenizers or TokenizerRegistry()
-    admission = Admission(ledger, traffic, tokenizers, sessions, engine_wait_s=settings.engine_timeout_s)
+    admission = Admission(ledger, traffic, tokenizers, sessions, engine_wait_s=settings.engine_timeout_s,
+                          counts=counts)
     return Services(settings=settings, catalog=catalog, gateways=build_gateways(settings, clients),
                     sessions=sessions, ledger=ledger, traffic=traffic, idempotency=Idempotency(sessions),
                     admission=admission, tokenizers=tokenizers,
-                    work_kinds=[handler_type.kind for handler_type in handler_types()])
+                    work_kinds=[handler_type.kind for handler_type in handler_types()],
+                    counts=counts)
 
 
 def handler_types() -> list[type]:

@@ -97,9 +97,11 @@ def clamp_header(planned: PlannedRequest, applied: int, max_model_len: int) -> d
 
 
 class Admission:
-    def __init__(self, ledger: Any, traffic: Any, tokenizers: Any, sessions: Any, engine_wait_s: float) -> None:
+    def __init__(self, ledger: Any, traffic: Any, tokenizers: Any, sessions: Any, engine_wait_s: float,
+                 counts: Any = None) -> None:
         self.ledger, self.traffic, self.tokenizers, self.sessions = ledger, traffic, tokenizers, sessions
         self.engine_wait_s = engine_wait_s
+        self.counts = counts  # the settled tokens' metrics (api.metrics.counts.Counts)
 
     async def admit(self, planned: PlannedRequest, model: Any, gateway: ModelGateway, request_id: str,
                     principal: Any, policy: AdmissionPolicy = FOREGROUND, sink: HoldSink | None = None) -> Admitted:
@@ -123,7 +125,7 @@ class Admission:
         headers = clamp_header(planned, held.max_tokens, model.max_model_len)
         planned = dataclasses.replace(planned, max_tokens=held.max_tokens)
         assembly = CompletionAssembly(planned, model.served_model_name, self.tokenizers.get(model).decode)
-        settlement = Settlement(sink or self.ledger, held.hold_id, held.tokens, ask)
+        settlement = Settlement(sink or self.ledger, held.hold_id, held.tokens, ask, self.counts)
         return Admitted(assembly, settlement, headers, exits, self._waits(planned, policy))
 
     async def _enter_line(self, exits: contextlib.AsyncExitStack, principal: Any) -> None:

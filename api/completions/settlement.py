@@ -4,7 +4,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from api.metrics.series import count_settled_tokens
 from ledger.models import Counting, UsageStatus
 from ledger.tokens import HoldAsk
 
@@ -12,17 +11,20 @@ from ledger.tokens import HoldAsk
 class Settlement:
     """Ends the Hold exactly once; later calls do nothing."""
 
-    def __init__(self, ledger: Any, hold_id: uuid.UUID, held_tokens: int, ask: HoldAsk | None = None) -> None:
+    def __init__(self, ledger: Any, hold_id: uuid.UUID, held_tokens: int, ask: HoldAsk | None = None,
+                 counts: Any = None) -> None:
         self.ledger, self.hold_id, self.held_tokens = ledger, hold_id, held_tokens
-        self.ask = ask  # what was held: the model, the source and the prompts' tokens, for the metrics
+        # What was held (the model, the source and the prompts' tokens) and where the metrics count
+        # its tokens (api.metrics.counts.Counts, the process's: the ingress's or the Runner's).
+        self.ask, self.counts = ask, counts
         self.ended = False
 
     async def _end(self, used: int | None, counting: Counting | None, status: UsageStatus) -> None:
         if not self.ended:
             self.ended = True
             await self.ledger.end(self.hold_id, used, counting, status)
-            if used is not None and self.ask is not None:
-                count_settled_tokens(self.ask.model, self.ask.source.value, self.ask.prompt_tokens, used)
+            if used is not None and self.ask is not None and self.counts is not None:
+                self.counts.count_settled_tokens(self.ask.model, self.ask.source.value, self.ask.prompt_tokens, used)
 
     async def reported(self, used: int) -> None:
         """Inference answered: pay its usage, the rest goes back."""

@@ -20,7 +20,7 @@ from api.harvests.validation import decode_projection
 from deployments.background.kinds import AttemptHold, WorkLost
 from ledger import harvests as records
 from ledger import work as queue
-from ledger.models import Counting, Harvest, UsageStatus, Work, WorkKind, WorkStatus
+from ledger.models import Counting, Harvest, UsageSource, UsageStatus, Work, WorkKind, WorkStatus
 from ledger.survive import survive
 
 log = logging.getLogger("acs.harvests")
@@ -93,6 +93,8 @@ class HarvestHandler:
         result = dict(status.result)
         used = min(int(result.pop("tokens_read")), held.tokens)
         await hold.end(held.hold_id, used, Counting.reported, UsageStatus.completed)
+        # A harvest reads prompts and generates nothing: all its tokens go in.
+        self.services.counts.count_settled_tokens(work.model_id, UsageSource.harvest.value, used, used)
         return queue.Result(WorkStatus.succeeded, 200, json.dumps({"tokens": used, "result": result}))
 
     # -- the GPU run ----------------------------------------------------------------------------------

@@ -1,17 +1,31 @@
 """Metrics for Prometheus at GET /metrics (`api.metrics.router`), and what Ray Serve counts instead.
 
-Ours (`acs_*`), counted as requests come and go (`series`, by `middleware` and the settlement):
+Ours (`acs_*`), counted as requests come and go (`series`, into the process's `counts.Counts`,
+by `middleware` and each Settlement):
 - `acs_requests_total{method,route,status,model}`: HTTP answers by route template (never the raw
   path), status and served model ("" where the route names none);
 - `acs_request_duration_seconds` (to the last byte: a stream's whole life) and
   `acs_request_first_byte_seconds` (to the status line: for a stream, when Inference started its
   answer), histograms with the same labels;
-- `acs_tokens_total{model,source,direction}`: tokens charged where a Completion's Hold settles.
+- `acs_tokens_total{model,source,direction}`: tokens charged where a Hold settles: Completions on
+  the ingress, Jobs' and Loom Nodes' Completions and harvests on the Runner.
+
+These are one count per cluster. With ACS_REDIS_URL (the cluster: several ingress replicas and
+the Runner replica) every process adds its counts to Redis (`tally_redis`: a buffer flushed every
+ACS_METRICS_FLUSH_S, and by the replica that answers a scrape, so a request never waits on
+Redis), and any replica's /metrics reads the totals there: every scrape shows the same series,
+the Runner's tokens included. Counts that Redis did not take are counted in
+`acs_metrics_lost_total{series}`, and `acs_cluster_counts_read_ok` is 0 (the totals left out)
+when a scrape could not read them. Without Redis (the embedded default) the process's own
+registry is the count (`tally.ProcessTally`); the embedded Runner is a Serve replica of its own,
+so there the tokens of background work do not reach /metrics.
 
 Ours, read at each scrape (`scrape`), so nothing is counted twice:
-- from this process: `acs_in_flight` and `acs_in_flight_limit` per model (the gateways),
-  `acs_breaker_state` (0 closed, 1 half-open, 2 open) and `acs_breaker_failures` per model,
-  `acs_line_requests{state}` and `acs_line_longest{state}` (the per-key lines: waiting, running);
+- from the replica that answers the scrape, labelled with its name (`replica`: Serve's replica id,
+  the label of Serve's own series): `acs_in_flight` and `acs_in_flight_limit` per model (its
+  gateways), `acs_breaker_state` (0 closed, 1 half-open, 2 open) and `acs_breaker_failures` per
+  model, `acs_line_requests{state}` and `acs_line_longest{state}` (its requests in the per-key
+  lines: waiting, running). With several ingress replicas each scrape shows one of them;
 - from the ledger (`ledger.gauges`, read at most every ACS_METRICS_LEDGER_CACHE_S, the same on
   every replica): `acs_holds_running{model,source}`, `acs_work{kind,status}`,
   `acs_harvest_prompts{model}` and `acs_harvest_prompts_done{model}` (running harvests),
@@ -27,9 +41,4 @@ count none of it again and the dashboard (cluster/grafana-dashboard.json) takes 
 - the proxy: `ray_serve_num_ongoing_http_requests`. Serve's proxy also counts HTTP requests by
   route and status (`ray_serve_num_http_requests_total`, `ray_serve_http_request_latency_ms`)
   but knows no model; the dashboard's request panels read ours alone, so no request is drawn twice.
-
-What one scrape sees: the ingress replica that answers it (the Serve config runs one) and the
-ledger. Background work (Jobs, Loom Nodes) runs on the Runner replica: its places at the models
-and the tokens it settles are counted in that process, not here; the ledger's series count its
-rows, Holds and harvests.
 """

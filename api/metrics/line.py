@@ -1,7 +1,8 @@
 """The per-key lines as this process sees them: how many of its requests wait and run.
 
 A wrapper around the line's backend (memory or Redis), so the count costs no call
-to Redis at a scrape. With several ingress replicas, each counts its own requests.
+to Redis at a scrape. With several ingress replicas, each counts its own requests
+(a scrape labels them with the replica that answered it).
 """
 from __future__ import annotations
 

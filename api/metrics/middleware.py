@@ -1,4 +1,4 @@
-"""Counts each HTTP answer with its times (`series.observe_request`)."""
+"""Counts each HTTP answer with its times (`Counts.observe_request`, the app's services' counts)."""
 from __future__ import annotations
 
 import asyncio
@@ -6,7 +6,6 @@ import time
 from typing import Any
 
 from api.metrics.request_model import request_model
-from api.metrics.series import observe_request
 
 UNMATCHED = "unmatched"  # no route took the path: raw paths would make a series each
 CLIENT_CLOSED = "499"  # nginx's status for a client that left before the answer started
@@ -49,5 +48,7 @@ class RequestMetricsMiddleware:
             finally:
                 route = route_template(scope)
                 if route not in NOT_COUNTED:
-                    observe_request(scope["method"], route, status, model.id, first_byte_s,
-                                    time.perf_counter() - started)
+                    # Starlette puts the app on the scope; its services are set before it serves.
+                    counts = scope["app"].state.services.counts
+                    counts.observe_request(scope["method"], route, status, model.id, first_byte_s,
+                                           time.perf_counter() - started)

@@ -6,6 +6,7 @@ private network (cluster/serve-gpu.yaml).
 """
 from __future__ import annotations
 
+import asyncio
 import hmac
 from typing import Any
 
@@ -26,9 +27,10 @@ WRONG_TOKEN = "The metrics token is wrong: send the value of ACS_METRICS_TOKEN a
 async def metrics(request: Request) -> Response:
     services = services_of(request)
     await check_metrics_token(request, services)
-    ledger = await readings_of(request.app, services).latest()
+    counted, ledger = await asyncio.gather(services.counts.families(), readings_of(request.app, services).latest())
     # The 0.0.4 text format: Prometheus 2 and 3 both read it, and our names need nothing newer.
-    return Response(generate_latest(scrape_registry(services, ledger)), media_type=CONTENT_TYPE_PLAIN_0_0_4)
+    return Response(generate_latest(scrape_registry(services, counted, ledger)),
+                    media_type=CONTENT_TYPE_PLAIN_0_0_4)
 
 
 async def check_metrics_token(request: Request, services: Any) -> None:

@@ -1,7 +1,9 @@
-"""The values read at each scrape: the models' gateways, the lines, and the ledger's counts.
+"""One scrape's registry: the counted series' totals, and the values read at the scrape.
 
-A collector builds them fresh for each scrape, so a gauge never drifts from what
-it shows; the ledger is read at most every `max_age_s` whatever the scrape rate.
+The totals come from the process's `Counts` (this process's, or the cluster's in Redis).
+A collector builds the rest fresh for each scrape, so a gauge never drifts from what it
+shows: the models' gateways and the lines of this replica (labelled `replica`), and the
+ledger's counts, read at most every `max_age_s` whatever the scrape rate.
 """
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from api.metrics.line import RUNNING, WAITING, MeteredKeyLine
-from api.metrics.series import PROCESS
 from ledger.coltypes import utcnow
 from ledger.gauges import LedgerGauges, read_gauges
 from ledger.models import UsageSource, WorkKind, WorkStatus
@@ -54,49 +55,59 @@ class LedgerReadings:
             return None
 
 
-class ProcessSeries(Collector):
-    """The series this process counted (`series.PROCESS`), inside a scrape's registry."""
+class CountedSeries(Collector):
+    """The counted series' totals (`Counts.families`), inside a scrape's registry."""
+
+    def __init__(self, families: list[Metric] | None) -> None:
+        self.families = families or []
 
     def collect(self) -> Iterable[Metric]:
-        return PROCESS.collect()
+        return self.families
 
 
 class ScrapeCollector(Collector):
-    def __init__(self, services: Any, ledger: LedgerGauges | None) -> None:
-        self.services, self.ledger = services, ledger
+    def __init__(self, services: Any, ledger: LedgerGauges | None, counted_ok: bool) -> None:
+        self.services, self.ledger, self.counted_ok = services, ledger, counted_ok
 
     def collect(self) -> Iterator[Metric]:
+        if self.services.counts.shared:
+            yield GaugeMetricFamily("acs_cluster_counts_read_ok", "1 when this scrape read the cluster's counts "
+                                    "from Redis, 0 when Redis did not answer (they are left out).",
+                                    value=int(self.counted_ok))
         yield from self._gateways()
         yield from self._lines()
         yield from self._ledger()
 
     def _gateways(self) -> Iterator[Metric]:
-        in_flight = GaugeMetricFamily("acs_in_flight", "Requests this process has in flight to each model.",
-                                      labels=["model"])
-        limit = GaugeMetricFamily("acs_in_flight_limit", "The most requests in flight to each model (503 past it).",
-                                  labels=["model"])
-        state = GaugeMetricFamily("acs_breaker_state", "Each model's circuit breaker: 0 closed, 1 half-open, 2 open.",
-                                  labels=["model"])
-        failures = GaugeMetricFamily("acs_breaker_failures", "Inference's failures in a row, per model.",
-                                     labels=["model"])
+        labels = ["model", "replica"]
+        in_flight = GaugeMetricFamily("acs_in_flight", "Requests this replica has in flight to each model.",
+                                      labels=labels)
+        limit = GaugeMetricFamily("acs_in_flight_limit", "The most requests this replica sends each model at once "
+                                  "(503 past it).", labels=labels)
+        state = GaugeMetricFamily("acs_breaker_state", "This replica's circuit breaker of each model: 0 closed, "
+                                  "1 half-open, 2 open.", labels=labels)
+        failures = GaugeMetricFamily("acs_breaker_failures", "Inference's failures in a row, per model, as this "
+                                     "replica saw them.", labels=labels)
+        replica = self.services.replica
         for model_id, gateway in sorted(self.services.gateways.items()):
-            in_flight.add_metric([model_id], gateway.in_flight)
-            limit.add_metric([model_id], gateway.max_in_flight)
-            state.add_metric([model_id], BREAKER_STATES[gateway.breaker.state])
-            failures.add_metric([model_id], gateway.breaker.consecutive_failures)
+            in_flight.add_metric([model_id, replica], gateway.in_flight)
+            limit.add_metric([model_id, replica], gateway.max_in_flight)
+            state.add_metric([model_id, replica], BREAKER_STATES[gateway.breaker.state])
+            failures.add_metric([model_id, replica], gateway.breaker.consecutive_failures)
         yield from (in_flight, limit, state, failures)
 
     def _lines(self) -> Iterator[Metric]:
         line = self.services.traffic.key_line
         if not isinstance(line, MeteredKeyLine):
             return
-        total = GaugeMetricFamily("acs_line_requests", "This process's Completions in the per-key lines.",
-                                  labels=["state"])
-        longest = GaugeMetricFamily("acs_line_longest", "The most Completions of one key in that state "
-                                    "(16 run at most, 64 wait).", labels=["state"])
+        labels, replica = ["state", "replica"], self.services.replica
+        total = GaugeMetricFamily("acs_line_requests", "This replica's Completions in the per-key lines.",
+                                  labels=labels)
+        longest = GaugeMetricFamily("acs_line_longest", "The most Completions of one key in that state at this "
+                                    "replica (16 run at most, 64 wait).", labels=labels)
         for state in (WAITING, RUNNING):
-            total.add_metric([state], line.total(state))
-            longest.add_metric([state], line.longest(state))
+            total.add_metric([state, replica], line.total(state))
+            longest.add_metric([state, replica], line.longest(state))
         yield from (total, longest)
 
     def _ledger(self) -> Iterator[Metric]:
@@ -145,8 +156,9 @@ class ScrapeCollector(Collector):
         yield from (total, done)
 
 
-def scrape_registry(services: Any, ledger: LedgerGauges | None) -> CollectorRegistry:
+def scrape_registry(services: Any, counted: list[Metric] | None, ledger: LedgerGauges | None) -> CollectorRegistry:
+    """`counted` None: the cluster's counts could not be read; `ledger` None: the ledger's."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ProcessSeries())
-    registry.register(ScrapeCollector(services, ledger))
+    registry.register(CountedSeries(counted))
+    registry.register(ScrapeCollector(services, ledger, counted_ok=counted is not None))
     return registry

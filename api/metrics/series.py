@@ -1,49 +1,48 @@
-"""The series this process counts as requests come and go; the rest are read at a scrape (`scrape`)."""
+"""The series counted as requests come and go, declared once for both tallies.
+
+The rest are read at a scrape (`scrape`). `tally.ProcessTally` keeps these in this
+process (the embedded default's one ingress); `tally_redis.RedisTally` adds them up in
+Redis for the whole cluster, so every ingress replica answers a scrape with the same totals.
+"""
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
-
-# A `_created` sample beside each counter and histogram doubles the series for nothing a dashboard reads.
-disable_created_metrics()
-
-# One registry per process: every app of the process (the tests build several) adds to it.
-PROCESS = CollectorRegistry()
+from dataclasses import dataclass
 
 # From a refusal (milliseconds) to the API's longest wait for Inference (14 minutes).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 150.0, 300.0, 900.0)
 REQUEST_LABELS = ("method", "route", "status", "model")
 
-REQUESTS = Counter(
-    "acs_requests", "HTTP answers of this ingress by route template, status and served model.",
-    REQUEST_LABELS, registry=PROCESS,
-)
-DURATION = Histogram(
+
+@dataclass(frozen=True)
+class CounterSeries:
+    name: str  # without `_total`: Prometheus's client and the exposition add it
+    doc: str
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class HistogramSeries:
+    name: str
+    doc: str
+    labels: tuple[str, ...]
+    buckets: tuple[float, ...]  # the upper bounds; +Inf comes after them
+
+
+Series = CounterSeries | HistogramSeries
+
+REQUESTS = CounterSeries(
+    "acs_requests", "HTTP answers of the ingress by route template, status and served model.", REQUEST_LABELS)
+DURATION = HistogramSeries(
     "acs_request_duration_seconds", "Seconds from a request's start to its answer's last byte (a stream's whole life).",
-    REQUEST_LABELS, buckets=LATENCY_BUCKETS, registry=PROCESS,
-)
-FIRST_BYTE = Histogram(
+    REQUEST_LABELS, LATENCY_BUCKETS)
+FIRST_BYTE = HistogramSeries(
     "acs_request_first_byte_seconds",
     "Seconds from a request's start to its status line (a stream's: when Inference started its answer).",
-    REQUEST_LABELS, buckets=LATENCY_BUCKETS, registry=PROCESS,
-)
-TOKENS = Counter(
+    REQUEST_LABELS, LATENCY_BUCKETS)
+TOKENS = CounterSeries(
     "acs_tokens",
-    "Tokens charged when a Completion's Hold settled: in, its prompts; out, what it generated "
-    "(a Hold paid whole counts the tokens it held).",
-    ("model", "source", "direction"), registry=PROCESS,
-)
+    "Tokens charged when a Hold settled (Completions, Jobs, Loom Nodes, harvests): in, its prompts; out, what "
+    "it generated (a Hold paid whole counts the tokens it held).",
+    ("model", "source", "direction"))
 
-
-def observe_request(method: str, route: str, status: str, model: str,
-                    first_byte_s: float | None, duration_s: float) -> None:
-    labels = (method, route, status, model)
-    REQUESTS.labels(*labels).inc()
-    DURATION.labels(*labels).observe(duration_s)
-    if first_byte_s is not None:
-        FIRST_BYTE.labels(*labels).observe(first_byte_s)
-
-
-def count_settled_tokens(model: str, source: str, prompt_tokens: int, used: int) -> None:
-    """`used` is what the Hold settled to: the prompts and what came after them."""
-    TOKENS.labels(model, source, "in").inc(min(prompt_tokens, used))
-    TOKENS.labels(model, source, "out").inc(max(used - prompt_tokens, 0))
+COUNTED: tuple[Series, ...] = (REQUESTS, DURATION, FIRST_BYTE, TOKENS)

@@ -2,18 +2,30 @@
 own parser: requests by route template, status and model with their times, the tokens
 of the answers, in flight, the lines, breakers, Holds, background work, harvest
 progress, the GPU spend; the token that protects the route; the Grafana dashboard
-names only series that exist."""
+names only series that exist.
+
+With Redis (the real redis-server on 127.0.0.1:6379, under a key prefix of each test's
+own, deleted after it): two app stacks, as two ingress replicas, answer the same
+cluster totals; a Job's tokens settled by a Runner beside them reach the ingress's
+scrape; with the counts' Redis refusing or silent, requests are answered and their
+counts are counted lost."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import re
+import socket
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
+import pytest_asyncio
+import redis.asyncio as aioredis
 import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,9 +34,12 @@ from sqlalchemy import delete, update
 from api.metrics.line import RUNNING, WAITING, MeteredKeyLine
 from api.metrics.scrape import LedgerReadings, scrape_registry
 from api.traffic.line import MemoryKeyLine
+from cluster.composition import build_runner, compose
 from ledger.coltypes import utcnow
 from ledger.models import Harvest, SpendSample, Work, WorkStatus
 from ledger.spend import set_spend_stop
+from tests.conftest import build_stack
+from tests.fakes import FakeEngine
 from tests.spec import assert_error
 
 MODEL = "tiny-llama"  # what `llama-8b` resolves to in the test profile
@@ -33,12 +48,16 @@ FRESH = pytest.mark.settings(metrics_ledger_cache_s=0.0)  # each scrape reads th
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "cluster" / "grafana-dashboard.json"
 PROMETHEUS = ROOT / "cluster" / "prometheus.yml"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+# The series counted as requests come and go: one total per cluster with Redis.
+COUNTED = ("acs_requests", "acs_request_duration_seconds", "acs_request_first_byte_seconds", "acs_tokens")
 
 
 class Scrape:
-    """One answer of GET /metrics, parsed."""
+    """One answer of GET /metrics, parsed; `replica` is the name of the replica that answered."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, replica: str = "") -> None:
+        self.replica = replica
         self.families = {family.name: family for family in text_string_to_metric_families(text)}
         self.samples = [sample for family in self.families.values() for sample in family.samples]
 
@@ -48,6 +67,10 @@ class Scrape:
         assert len(found) <= 1, (name, labels)
         return found[0] if found else 0.0
 
+    def here(self, name: str, **labels: str) -> float:
+        """A series of the answering replica's own (in flight, breakers, lines)."""
+        return self.value(name, replica=self.replica, **labels)
+
     def labels_of(self, name: str) -> list[dict[str, str]]:
         return [s.labels for s in self.samples if s.name == name]
 
@@ -56,7 +79,7 @@ async def scrape(stack: Any, **headers: str) -> Scrape:
     r = await stack.http.get("/metrics", headers=headers)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
-    return Scrape(r.text)
+    return Scrape(r.text, stack.services.replica)
 
 
 def delta(before: Scrape, after: Scrape, name: str, **labels: str) -> float:
@@ -145,6 +168,124 @@ async def test_tokens_in_and_out_are_the_usage_of_the_answers(fake_stack: Any) -
         u["completion_tokens"] for u in usages)
 
 
+# -- one count per cluster (Redis) ------------------------------------------------------------------
+
+StartStacks = Callable[..., Awaitable[list[Any]]]
+
+
+@pytest_asyncio.fixture
+async def redis_stacks(sqlite_sessions: Any) -> AsyncIterator[StartStacks]:
+    """`await redis_stacks(n, **settings)`: n app stacks on one ledger and one Redis, as n ingress
+    replicas of a cluster, counting under a prefix of this test's own (deleted after it)."""
+    prefix = f"acs-test:metrics:{uuid.uuid4().hex}:"
+    stacks: list[Any] = []
+
+    async def start(count: int, **settings: Any) -> list[Any]:
+        made = [await build_stack(FakeEngine(), sqlite_sessions, redis_url=REDIS_URL, metrics_redis_prefix=prefix,
+                                  **settings) for _ in range(count)]
+        stacks.extend(made)
+        return made
+
+    yield start
+    for stack in stacks:
+        await stack.http.aclose()
+        await stack.services.counts.aclose()
+        await stack.services.traffic.aclose()
+    client = aioredis.Redis.from_url(REDIS_URL)
+    keys = [key async for key in client.scan_iter(match=prefix + "*")]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+def counted_samples(scrape: Scrape) -> list[tuple[str, dict[str, str], float]]:
+    return sorted(((s.name, s.labels, s.value) for name in COUNTED for s in scrape.families[name].samples),
+                  key=repr)
+
+
+async def test_two_ingress_replicas_answer_one_set_of_cluster_totals(redis_stacks: StartStacks,
+                                                                     fake_stack: Any) -> None:
+    a, b = await redis_stacks(2)
+    a.services.replica, b.services.replica = "ingress-a", "ingress-b"
+    usages = [await complete(a, SKY), await stream_usage(a, SKY), await complete(b, SKY)]
+    assert (await b.http.get("/v1/no-such-route", headers=b.auth())).status_code == 404
+    # What each replica's flusher does within ACS_METRICS_FLUSH_S (the one scraped also flushes itself).
+    await asyncio.gather(a.services.counts.flush(), b.services.counts.flush())
+    on_a, on_b = await scrape(a), await scrape(b)
+
+    assert counted_samples(on_a) == counted_samples(on_b)  # whichever replica Prometheus reaches
+    for one in (on_a, on_b):
+        assert one.value("acs_cluster_counts_read_ok") == 1
+        labels = dict(method="POST", route="/v1/completions", status="200", model=MODEL)
+        assert one.value("acs_requests_total", **labels) == 3  # two at a, one at b
+        assert one.value("acs_request_duration_seconds_count", **labels) == 3
+        assert one.value("acs_request_duration_seconds_bucket", **labels, le="+Inf") == 3
+        assert one.value("acs_request_first_byte_seconds_count", **labels) == 3
+        assert one.value("acs_requests_total", method="GET", route="unmatched", status="404", model="") == 1
+        tokens = dict(model=MODEL, source="api")
+        assert one.value("acs_tokens_total", **tokens, direction="in") == sum(u["prompt_tokens"] for u in usages)
+        assert one.value("acs_tokens_total", **tokens, direction="out") == sum(
+            u["completion_tokens"] for u in usages)
+        # The gauges a process keeps for itself name the replica that answered.
+        assert {labels["replica"] for labels in one.labels_of("acs_in_flight")} == {one.replica}
+    # The cluster's totals look as the embedded default's one process shows its own.
+    await complete(fake_stack, SKY)
+    alone = await scrape(fake_stack)
+    assert {(n, on_a.families[n].type) for n in COUNTED} == {(n, alone.families[n].type) for n in COUNTED}
+    assert {s.name for n in COUNTED for s in on_a.families[n].samples} <= {
+        s.name for n in COUNTED for s in alone.families[n].samples}
+
+
+async def test_a_jobs_tokens_settled_on_the_runner_reach_the_ingress_scrape(redis_stacks: StartStacks) -> None:
+    (stack,) = await redis_stacks(1)
+    await _clear_work(stack)  # the Runner would run any row queued by another test
+    job = await stack.http.post("/v1/completion-jobs", json=SKY, headers=stack.auth())
+    assert job.status_code == 202, job.text
+    before = await scrape(stack)
+    async with _runner_beside(stack) as runner_services:
+        assert runner_services.counts is not stack.services.counts  # the Runner's own process, in the cluster
+        result = await _job_result(stack, job.json()["id"])
+        # Only the Runner's own flusher carries its counts to Redis.
+        tokens = dict(model=MODEL, source="job")
+        after = await _scrape_until(stack, lambda s: delta(before, s, "acs_tokens_total", **tokens, direction="out")
+                                    == result["usage"]["completion_tokens"])
+    assert delta(before, after, "acs_tokens_total", **tokens, direction="in") == result["usage"]["prompt_tokens"]
+    assert delta(before, after, "acs_tokens_total", model=MODEL, source="api", direction="out") == 0
+    await _drop_work(stack, [job.json()["id"]])
+
+
+@pytest.mark.parametrize("outage", ["refused", "silent"])
+async def test_with_the_counts_redis_down_requests_are_answered_and_counted_lost(
+        redis_stacks: StartStacks, outage: str) -> None:
+    (stack,) = await redis_stacks(1, health_timeout_s=0.3, metrics_flush_s=0.05)
+    tally = stack.services.counts.tally
+    with _dead_redis(outage) as dead_url:
+        live, tally.client = tally.client, aioredis.Redis.from_url(dead_url)
+        try:
+            started = time.perf_counter()
+            await complete(stack, SKY)  # the rate buckets and the line still have their Redis
+            assert time.perf_counter() - started < 0.3  # no wait for the counts' Redis
+            await asyncio.sleep(0.1)  # a flush or two fail meanwhile
+            r = await stack.http.get("/metrics")
+            assert r.status_code == 200, r.text
+            down = Scrape(r.text, stack.services.replica)
+            assert down.value("acs_cluster_counts_read_ok") == 0
+            assert not set(COUNTED) & set(down.families)  # left out, not shown as zero
+            assert down.here("acs_in_flight", model=MODEL) == 0  # what this replica knows still shows
+        finally:
+            await tally.client.aclose()
+            tally.client = live
+    back = await scrape(stack)
+    assert back.value("acs_cluster_counts_read_ok") == 1
+    assert back.value("acs_metrics_lost_total", series="acs_requests") == 1
+    assert back.value("acs_metrics_lost_total", series="acs_request_duration_seconds") == 1
+    assert back.value("acs_metrics_lost_total", series="acs_tokens") == 2  # in and out
+    assert back.value("acs_requests_total", method="POST", route="/v1/completions", status="200", model=MODEL) == 0
+    await complete(stack, SKY)
+    again = await scrape(stack)
+    assert again.value("acs_requests_total", method="POST", route="/v1/completions", status="200", model=MODEL) == 1
+
+
 # -- read at each scrape ----------------------------------------------------------------------------
 
 @FRESH
@@ -152,19 +293,19 @@ async def test_tokens_in_and_out_are_the_usage_of_the_answers(fake_stack: Any) -
 async def test_in_flight_the_line_and_holds_while_a_stream_runs_then_none(fake_stack: Any) -> None:
     stack = fake_stack
     before = await scrape(stack)
-    assert before.value("acs_in_flight", model=MODEL) == 0
-    assert before.value("acs_in_flight_limit", model=MODEL) == stack.services.settings.max_in_flight_per_model
+    assert before.here("acs_in_flight", model=MODEL) == 0
+    assert before.here("acs_in_flight_limit", model=MODEL) == stack.services.settings.max_in_flight_per_model
     running = asyncio.create_task(stream_usage(stack, {**SKY, "max_tokens": 40}))
     # The model's place comes before the Hold: wait for both.
-    during = await _scrape_until(stack, lambda s: s.value("acs_in_flight", model=MODEL) == 1 and delta(
+    during = await _scrape_until(stack, lambda s: s.here("acs_in_flight", model=MODEL) == 1 and delta(
         before, s, "acs_holds_running", model=MODEL, source="api") == 1)
-    assert during.value("acs_line_requests", state="running") == 1
-    assert during.value("acs_line_requests", state="waiting") == 0
-    assert during.value("acs_line_longest", state="running") == 1
+    assert during.here("acs_line_requests", state="running") == 1
+    assert during.here("acs_line_requests", state="waiting") == 0
+    assert during.here("acs_line_longest", state="running") == 1
     await running
     after = await scrape(stack)
-    assert after.value("acs_in_flight", model=MODEL) == 0
-    assert after.value("acs_line_requests", state="running") == 0
+    assert after.here("acs_in_flight", model=MODEL) == 0
+    assert after.here("acs_line_requests", state="running") == 0
     assert after.value("acs_holds_running", model=MODEL, source="api") == before.value(
         "acs_holds_running", model=MODEL, source="api")
 
@@ -188,13 +329,13 @@ async def test_the_line_counts_its_waiting_and_running_requests() -> None:
 async def test_failures_in_a_row_open_the_breaker(fake_stack: Any) -> None:
     stack = fake_stack
     before = await scrape(stack)
-    assert (before.value("acs_breaker_state", model=MODEL), before.value("acs_breaker_failures", model=MODEL)) == (0, 0)
+    assert (before.here("acs_breaker_state", model=MODEL), before.here("acs_breaker_failures", model=MODEL)) == (0, 0)
     statuses = [(await stack.http.post("/v1/completions", json=SKY, headers=stack.auth())).status_code
                 for _ in range(4)]
     assert statuses == [502, 502, 502, 503]
     after = await scrape(stack)
-    assert after.value("acs_breaker_state", model=MODEL) == 2  # open
-    assert after.value("acs_breaker_failures", model=MODEL) == 3
+    assert after.here("acs_breaker_state", model=MODEL) == 2  # open
+    assert after.here("acs_breaker_failures", model=MODEL) == 3
     assert requests_delta(before, after, "POST", "/v1/completions", 502, MODEL) == 3
     assert requests_delta(before, after, "POST", "/v1/completions", 503, MODEL) == 1
 
@@ -261,11 +402,13 @@ async def test_the_ledger_is_read_once_per_interval_and_a_failure_shows() -> Non
     assert await readings.latest() is None and len(reads) == 2
 
 
-def test_a_failed_ledger_read_leaves_its_series_out(fake_stack: Any) -> None:
-    after = Scrape(generate_latest(scrape_registry(fake_stack.services, None)).decode())
+async def test_a_failed_ledger_read_leaves_its_series_out(fake_stack: Any) -> None:
+    services = fake_stack.services
+    registry = scrape_registry(services, await services.counts.families(), None)
+    after = Scrape(generate_latest(registry).decode(), services.replica)
     assert after.value("acs_ledger_read_ok") == 0
     assert "acs_holds_running" not in after.families and "acs_work" not in after.families
-    assert after.value("acs_in_flight", model=MODEL) == 0  # what this process knows still shows
+    assert after.here("acs_in_flight", model=MODEL) == 0  # what this process knows still shows
 
 
 # -- the token ----------------------------------------------------------------------------------------
@@ -288,9 +431,10 @@ async def test_without_a_token_the_route_is_open(fake_stack: Any) -> None:
 
 # -- the dashboard --------------------------------------------------------------------------------------
 
-async def test_the_dashboard_names_our_series_and_serves_only(fake_stack: Any) -> None:
-    await complete(fake_stack, SKY)
-    ours = await scrape(fake_stack)
+async def test_the_dashboard_names_our_series_and_serves_only(redis_stacks: StartStacks) -> None:
+    (stack,) = await redis_stacks(1)  # the cluster's: every series of ours, those of Redis too
+    await complete(stack, SKY)
+    ours = await scrape(stack)
     dashboard = json.loads(DASHBOARD.read_text())
     (source,) = [v for v in dashboard["templating"]["list"] if v["name"] == "DS_PROMETHEUS"]
     assert (source["type"], source["query"]) == ("datasource", "prometheus")
@@ -375,6 +519,55 @@ async def _scrape_until(stack: Any, condition: Any, timeout_s: float = 5.0) -> S
 async def _hold_place(line: MeteredKeyLine, key_id: str) -> None:
     async with line.place(key_id):
         await asyncio.sleep(0.02)
+
+
+@contextlib.contextmanager
+def _dead_redis(outage: str) -> Iterator[str]:
+    """A Redis address that refuses connections, or one that takes them and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    if outage == "refused":
+        listener.close()  # nothing listens there now
+    else:
+        listener.listen(16)  # the kernel takes the connection; nobody reads or answers
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        listener.close()
+
+
+@contextlib.asynccontextmanager
+async def _runner_beside(stack: Any) -> AsyncIterator[Any]:
+    """A Runner of the same cluster (its own services, Counts and Redis client), as its replica would be."""
+    base = stack.services
+    config = base.settings.model_copy(update=dict(runner_lease_s=1.0, runner_poll_s=0.05, metrics_flush_s=0.1))
+    clients = {model_id: gateway.client for model_id, gateway in base.gateways.items()}
+    services = compose(config, base.catalog, clients, base.sessions.kw["bind"], tokenizers=base.tokenizers)
+    runner = build_runner(dataclasses.replace(services, gateways=base.gateways))
+    runner.start()
+    try:
+        yield services
+    finally:
+        await runner.stop()
+        await services.counts.aclose()
+        await services.traffic.aclose()
+
+
+async def _job_result(stack: Any, job_id: str, timeout_s: float = 10.0) -> dict:
+    async with asyncio.timeout(timeout_s):
+        while (r := await stack.http.get(f"/v1/completion-jobs/{job_id}/result", headers=stack.auth())).status_code \
+                == 202:
+            await asyncio.sleep(0.05)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def _clear_work(stack: Any) -> None:
+    async with stack.services.ledger.write_sessions() as session:
+        await session.exec(delete(Harvest))  # a harvest's row refers to its work row
+        await session.exec(delete(Work))
+        await session.commit()
 
 
 async def _harvest_runs(stack: Any, work_id: str, prompts_done: int) -> None:
