@@ -160,6 +160,8 @@ def serve_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     os.environ["ACS_HARVEST_STORAGE"] = str(tmp_path_factory.mktemp("harvests"))
     # A Runner killed in a test is found by its lapsed lease within seconds.
     os.environ.setdefault("ACS_RUNNER_LEASE_S", "4")
+    # The cluster's metrics counts, apart from a real platform's on the same Redis, and removed after.
+    metrics_prefix = os.environ["ACS_METRICS_REDIS_PREFIX"] = f"acs-test{DB_TAG}-{uuid.uuid4().hex[:8]}:metrics:"
     start_local_ray(num_cpus=2)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": PORT})
@@ -167,3 +169,15 @@ def serve_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     finally:
         serve.shutdown()
         ray.shutdown()
+        _delete_redis_keys(os.environ["ACS_REDIS_URL"], metrics_prefix)
+
+
+def _delete_redis_keys(url: str, prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        for key in client.scan_iter(match=f"{prefix}*"):
+            client.delete(key)
+    finally:
+        client.close()
