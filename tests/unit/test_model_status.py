@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -139,11 +142,16 @@ def test_a_deployment_that_serve_does_not_list_has_no_report(monkeypatch) -> Non
 
 
 def test_outside_ray_there_is_no_report() -> None:
-    import ray
-
-    assert not ray.is_initialized()
-    assert replica_states.replica_report("acs", "model-tiny-llama") is None
-    assert not ray.is_initialized()  # reading started no Ray either
+    # In a process of its own: the e2e tier of the same session may have started Ray in this one.
+    program = ("import ray\n"
+               "from deployments import replica_states\n"
+               "assert not ray.is_initialized()\n"
+               "assert replica_states.replica_report('acs', 'model-tiny-llama') is None\n"
+               "assert not ray.is_initialized()  # reading started no Ray either\n"
+               "print('no report')\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "no report", done.stderr[-2000:]
 
 
 # -- the status from a report ----------------------------------------------------------------------
