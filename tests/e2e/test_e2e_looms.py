@@ -345,7 +345,9 @@ def test_a_node_cut_by_a_runner_sigkill_runs_again_from_the_beginning_and_is_cha
                     event = json.loads(line[len("data: "):])
                     if event["id"] == node["id"]:
                         texts.append(event["text"])
-                        if len(event["text"]) >= 400:  # about 70 of its tokens
+                        # About 20 of its 1,000 tokens: the kill comes long before the Node's end,
+                        # also on a loaded machine whose stream events come seconds apart.
+                        if len(event["text"]) >= 100:
                             grown.set()
 
     follower = threading.Thread(target=follow)
