@@ -94,7 +94,8 @@ Command = Callable[[AsyncSession, argparse.Namespace, AdminConfig], Awaitable[No
 
 
 async def ensure_local_user_and_key(url: str, user_name: str = "local", key_name: str = "local") -> str | None:
-    """For the embedded start: make the local user and a key on first start.
+    """For the embedded start: make the local user, an admin (its platform is its own), and a key
+    on first start.
 
     Returns the raw key when it made one, None when the user existed already.
     """
@@ -106,6 +107,7 @@ async def ensure_local_user_and_key(url: str, user_name: str = "local", key_name
             if await keys.user_by_name(session, user_name) is not None:
                 return None
             user = await keys.create_user(session, user_name)
+            user.role = Role.admin
             _, raw_key = await keys.create_api_key(session, user.id, key_name)
             return raw_key
     except (IntegrityError, NameRefused):

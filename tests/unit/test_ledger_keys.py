@@ -16,7 +16,7 @@ from ledger import admin, keys
 from ledger.coltypes import utcnow
 from ledger.errors import NameRefused, StatusChangeRefused, TooManyKeys
 from ledger.migrate import alembic_config, upgrade
-from ledger.models import ApiKey, KeyStatus, Standing, User
+from ledger.models import ApiKey, KeyStatus, Role, Standing, User
 from tests.ledger_fixtures import db_url, pg_url, run_in_thread, sessions  # noqa: F401
 
 aio = pytest.mark.asyncio
@@ -236,7 +236,7 @@ async def test_ensure_local_user_and_key_makes_them_once(db_url, sessions):
     principal = await auth(sessions, f"Bearer {raw}")
     async with sessions() as session:
         user = await session.get(User, principal.user_id)
-    assert (user.name, principal.key_name) == ("local", "local")
+    assert (user.name, principal.key_name, user.role) == ("local", "local", Role.admin)
 
 
 @aio
