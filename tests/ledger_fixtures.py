@@ -67,24 +67,36 @@ def pg_url() -> Iterator[str]:
 
 
 async def _empty_tables(url: str) -> None:
+    from sqlmodel import SQLModel
+
+    import ledger.models  # noqa: F401 - every table in the metadata
+
     engine = make_engine(url)
     try:
         async with engine.begin() as connection:
-            await connection.execute(text("TRUNCATE api_keys, users CASCADE"))
+            # The queue rows are the migrations' own (each kind's capacity and order): they stay.
+            tables = ", ".join(table.name for table in SQLModel.metadata.sorted_tables if table.name != "work_queues")
+            await connection.execute(text(f"TRUNCATE {tables} CASCADE"))
     finally:
         await engine.dispose()
+
+
+async def empty_ledger(request: pytest.FixtureRequest, tmp_path: Any, pg_url_fixture: str = "pg_url") -> str:
+    """A migrated, empty ledger on the backend `request.param` names: a new SQLite file, or the
+    session's PostgreSQL database (the fixture `pg_url_fixture`) with every table emptied."""
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
+        await upgrade(url)
+        return url
+    url = request.getfixturevalue(pg_url_fixture)
+    await _empty_tables(url)
+    return url
 
 
 @pytest_asyncio.fixture(params=["sqlite", "postgresql"])
 async def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     """A migrated, empty ledger database on each backend."""
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
-        await upgrade(url)
-        return url
-    url = request.getfixturevalue("pg_url")
-    await _empty_tables(url)
-    return url
+    return await empty_ledger(request, tmp_path)
 
 
 @pytest_asyncio.fixture

@@ -15,20 +15,18 @@ from typing import Any, AsyncIterator
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import text as sql
 
 from api.app import create_app
 from ledger import admin as cli
 from ledger.coltypes import utcnow
 from ledger.db import make_engine, session_factory
 from ledger.keys import create_api_key, create_user
-from ledger.migrate import upgrade
-from ledger.models import Counting, Role, SQLModel, UsageSource, UsageStatus
+from ledger.models import Counting, Role, UsageSource, UsageStatus
 from ledger.spend import Sample, record_samples
 from ledger.tokens import Held, HoldAsk, end_hold, take_hold
 from tests.conftest import build_stack, fresh_postgres
 from tests.fakes import FakeEngine
-from tests.ledger_fixtures import run_in_thread
+from tests.ledger_fixtures import empty_ledger, run_in_thread
 from tests.spec import assert_error
 
 ADMIN_NAME = "root"
@@ -94,20 +92,6 @@ class Admin:
                            now=at + timedelta(seconds=1))
 
 
-async def _fresh_ledger(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
-        await upgrade(url)
-        return url
-    url = request.getfixturevalue("admin_pg_url")
-    engine = make_engine(url)
-    async with engine.begin() as connection:
-        tables = ", ".join(table.name for table in SQLModel.metadata.sorted_tables)
-        await connection.execute(sql(f"TRUNCATE {tables} CASCADE"))
-    await engine.dispose()
-    return url
-
-
 @pytest.fixture(scope="session")
 def admin_pg_url() -> str:
     from tests.ledger_fixtures import run_async
@@ -117,7 +101,7 @@ def admin_pg_url() -> str:
 
 @pytest_asyncio.fixture
 async def admin(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Admin]:
-    url = await _fresh_ledger(request, tmp_path)
+    url = await empty_ledger(request, tmp_path, "admin_pg_url")
     engine = make_engine(url)
     settings = request.node.get_closest_marker("settings")
     stack = await build_stack(FakeEngine(), session_factory(engine), **(settings.kwargs if settings else {}))
