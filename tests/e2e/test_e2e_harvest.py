@@ -53,11 +53,14 @@ def submit(stack: tuple[str, str], body: dict) -> dict:
     return r.json()
 
 
-def wait(stack: tuple[str, str], job_id: str, check: Any, timeout_s: float = 300) -> httpx.Response:
+def wait(stack: tuple[str, str], job_id: str, check: Any, timeout_s: float = 300,
+         long_poll_s: int = 5) -> httpx.Response:
+    """Read the harvest until `check`; a read waits up to `long_poll_s` for its status to change
+    (0 where the check is on a field that changes without a status, as `started_at`)."""
     base, key = stack
     deadline = time.monotonic() + timeout_s
     while True:
-        r = httpx.get(f"{base}/harvest/{job_id}", params={"wait": 5}, headers=auth(key), timeout=30)
+        r = httpx.get(f"{base}/harvest/{job_id}", params={"wait": long_poll_s}, headers=auth(key), timeout=30)
         assert r.status_code == 200, r.text
         if check(r.json()):
             return r
@@ -165,9 +168,10 @@ def test_a_runner_killed_mid_run_is_followed_and_charges_once(stack: tuple[str, 
                                                               serve_instance: ServeInstance) -> None:
     import ray
 
-    prompts = [f"The sky is blue number {i}" for i in range(1500)]
+    # Long enough that the kill lands mid-run also on a loaded machine.
+    prompts = [f"The sky is blue number {i}" for i in range(3000)]
     job = submit(stack, {"prompts": prompts, "layers": [0, 1, 2, 3], "shard_size": 64})
-    wait(stack, job["job_id"], lambda j: j["started_at"] is not None)
+    wait(stack, job["job_id"], lambda j: j["started_at"] is not None, long_poll_s=0)
     run = ray.get_actor(f"harvest-{job['job_id']}", namespace="acs")
     pid = runner_pid()
     os.kill(pid, signal.SIGKILL)
@@ -184,7 +188,7 @@ def test_a_cancel_while_running_pays_the_hold_and_stops_the_run(stack: tuple[str
 
     base, key = stack
     job = submit(stack, {"prompts": [f"Cancel me {i}" for i in range(3000)], "layers": [0], "shard_size": 64})
-    wait(stack, job["job_id"], lambda j: j["started_at"] is not None)
+    wait(stack, job["job_id"], lambda j: j["started_at"] is not None, long_poll_s=0)
     r = httpx.delete(f"{base}/harvest/{job['job_id']}", headers=auth(key), timeout=30)
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
     assert r.json()["tokens"] == job["reserved_tokens"]
