@@ -147,10 +147,12 @@ def _claim_order(kind: WorkKind, fair_to_users: bool) -> list:
     return [case((busy, 1), else_=0), *oldest]
 
 
-async def attach_hold(session: AsyncSession, work_id: uuid.UUID, owner: str, hold_id: uuid.UUID) -> bool:
-    """Record the attempt's Hold; False when the row is no longer this Runner's to run."""
+async def attach_hold(session: AsyncSession, work_id: uuid.UUID, owner: str, hold_id: uuid.UUID,
+                      attempt: int) -> bool:
+    """Record the attempt's Hold; False when the row is no longer this attempt's to run."""
     result = await session.execute(update(Work).where(
-        Work.id == work_id, Work.status == WorkStatus.running, Work.lease_owner == owner).values(hold_id=hold_id))
+        Work.id == work_id, Work.status == WorkStatus.running, Work.lease_owner == owner,
+        Work.attempts == attempt).values(hold_id=hold_id))
     await session.commit()
     return result.rowcount == 1
 
@@ -227,11 +229,15 @@ async def requeue(session: AsyncSession, work_id: uuid.UUID, now: datetime, owne
 
 
 async def finish(session: AsyncSession, work_id: uuid.UUID, owner: str, result: Result, hold: HoldEnd,
-                 now: datetime, kept_for: timedelta) -> bool:
+                 now: datetime, kept_for: timedelta, attempt: int) -> bool:
     """The attempt's answer and its Hold's end, together; False (nothing written) when the
-    row is no longer `owner`'s running row: cancelled, or requeued after a lost lease."""
+    row is no longer this attempt's running row: cancelled, or requeued after a lost lease.
+
+    The attempt's number counts, not only its owner: a Runner that stalled past its own lease
+    requeues its row and may claim it again, and the cut attempt's late answer must not end
+    the new attempt's Hold."""
     work = await _locked(session, work_id)
-    if work.status != WorkStatus.running or work.lease_owner != owner:
+    if work.status != WorkStatus.running or work.lease_owner != owner or work.attempts != attempt:
         await session.rollback()
         return False
     await _end_attempt_hold(session, work, hold, now)

@@ -107,6 +107,9 @@ class Runner:
                 await asyncio.sleep(self.poll_s)
                 continue
             for work in claimed:
+                stale = self.attempts.get(work.id)
+                if stale is not None:  # this Runner stalled past its own lease: that attempt is cut
+                    stale.cancel()
                 self.attempts[work.id] = asyncio.create_task(self._attempt(handler, work))
 
     async def _claim(self, kind: WorkKind) -> list[Work]:
@@ -141,7 +144,7 @@ class Runner:
 
     async def _attempt(self, handler: WorkHandler, work: Work) -> None:
         # The attempt stays listed until its result is written: a planned stop waits for it.
-        hold = AttemptHold(self._recorder(work.id))
+        hold = AttemptHold(self._recorder(work.id, work.attempts))
         try:
             try:
                 result = await handler.run(work, hold)
@@ -156,15 +159,16 @@ class Runner:
                 result, hold.ending = handler.failed(work), queue.RELEASE
             async with self.sessions() as session:
                 if not await queue.finish(session, work.id, self.owner, result, hold.ending, utcnow(),
-                                          handler.kept_for):
+                                          handler.kept_for, work.attempts):
                     log.info("background work %s ended elsewhere; its answer is dropped", work.id)
         finally:
-            self.attempts.pop(work.id, None)
+            if self.attempts.get(work.id) is asyncio.current_task():  # not a later attempt's entry
+                del self.attempts[work.id]
 
-    def _recorder(self, work_id: uuid.UUID) -> Callable[[uuid.UUID], Awaitable[bool]]:
+    def _recorder(self, work_id: uuid.UUID, attempt: int) -> Callable[[uuid.UUID], Awaitable[bool]]:
         async def record(hold_id: uuid.UUID) -> bool:
             async with self.sessions() as session:
-                return await queue.attach_hold(session, work_id, self.owner, hold_id)
+                return await queue.attach_hold(session, work_id, self.owner, hold_id, attempt)
         return record
 
     async def _requeue_own(self, work_id: uuid.UUID) -> None:

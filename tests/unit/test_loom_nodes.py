@@ -447,3 +447,33 @@ async def test_a_branchs_nodes_are_claimed_in_one_transaction_and_jobs_one_at_a_
         jobs = await queue.claim(session, WorkKind.job, models, "test-owner", 30.0, utcnow())
     assert (len(nodes), len(more), len(jobs)) == (8, 0, 1)
     assert all(row.status == WorkStatus.running and row.lease_owner == "test-owner" for row in nodes + jobs)
+
+
+async def test_a_runner_that_stalled_past_its_own_lease_drops_the_cut_attempts_late_answer(looms: Looms) -> None:
+    """The Runner requeues its own row whose lease lapsed, and may claim it again at once: the
+    cut attempt (same owner) must not attach a Hold or write an answer over the new one."""
+    from datetime import timedelta
+
+    from ledger import work as queue
+    from ledger.coltypes import utcnow
+
+    loom_id, root = await looms.make()
+    await looms.branch(loom_id, root)
+    models, owner = list(looms.stack.services.catalog.models), "stalled-owner"
+    sessions = looms.stack.services.ledger.write_sessions
+    async with sessions() as session:
+        (first,) = await queue.claim(session, WorkKind.node, models, owner, 1.0, utcnow())
+    async with sessions() as session:  # its lease lapsed: requeued, and claimed again by the same owner
+        assert await queue.requeue(session, first.id, utcnow() + timedelta(seconds=5))
+    async with sessions() as session:
+        (second,) = await queue.claim(session, WorkKind.node, models, owner, 30.0, utcnow())
+    assert (second.id, second.attempts) == (first.id, first.attempts + 1)
+    answer = queue.Result(WorkStatus.succeeded, 200, "{}")
+    async with sessions() as session:
+        assert not await queue.attach_hold(session, first.id, owner, uuid.uuid4(), first.attempts)
+    async with sessions() as session:
+        assert not await queue.finish(session, first.id, owner, answer, queue.RELEASE, utcnow(),
+                                      timedelta(days=1), first.attempts)
+    async with sessions() as session:
+        assert await queue.finish(session, first.id, owner, answer, queue.RELEASE, utcnow(),
+                                  timedelta(days=1), second.attempts)
