@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable
 
-from sqlalchemy import delete, func, update
+from sqlalchemy import delete, update
 from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -367,11 +367,6 @@ async def erase_deleted(session: AsyncSession, now: datetime) -> int:
     result = await session.execute(delete(Loom).where(Loom.deleted_at < before))
     await session.commit()
     return len(node_ids) + result.rowcount
-
-
-async def node_count(session: AsyncSession, loom_id: uuid.UUID) -> int:
-    return (await session.exec(select(func.count()).select_from(LoomNode).where(
-        LoomNode.loom_id == loom_id, LoomNode.deleted_at.is_(None)))).one()
 
 
 async def mark_deleted(session: AsyncSession, nodes: Iterable[LoomNode], now: datetime) -> None:

@@ -14,7 +14,6 @@ text it grew, by the stop's own transaction (`ledger.looms.cancel_growing`).
 from __future__ import annotations
 
 import json
-import logging
 import uuid
 from datetime import timedelta
 from typing import Any, Awaitable, Callable
@@ -32,8 +31,6 @@ from ledger import work as queue
 from ledger.errors import LoomNotFound
 from ledger.keys import ACCOUNT_SUSPENDED, KEY_REVOKED, Principal
 from ledger.models import NodeStatus, UsageSource, Work, WorkKind, WorkStatus
-
-log = logging.getLogger("acs.looms")
 
 FAILED = "The API failed to run this Node. Grow a new Branch under its parent to sample it again."
 # A Node that a stop cancelled, or that was deleted, before it ran: the work row has no answer.
