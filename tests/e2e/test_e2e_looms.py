@@ -322,8 +322,9 @@ def test_a_stream_held_open_sees_a_branch_that_another_client_starts(stack: tupl
     final = read(stack, loom["id"])
     assert last_states(events) == {node["id"]: node for node in final["nodes"]}
     assert all(final_node["status"] == "completed" for final_node in final["nodes"])
-    # Their Nodes came as they were made, queued, and then as they grew, before [DONE].
-    assert set(theirs) <= {event["id"] for event in events[:-1] if event["status"] == "queued"}
+    # Their Nodes came before [DONE]. Not necessarily as `queued`: a Runner with a free place
+    # claims a Node within its 0.1 s poll, often before the stream's next 250 ms read.
+    assert set(theirs) <= {event["id"] for event in events[:-1]}
     assert long["id"] in last_states(events)
 
 
