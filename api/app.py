@@ -4,10 +4,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from api.account.access_router import router as account_access_router
+from api.account.csrf import require_csrf
+from api.account.router import router as account_router
 from api.admin.router import router as admin_router
 from api.completions.router import router as completions_router
 from api.errors_http import UnexpectedErrorMiddleware, install_error_handlers
@@ -20,6 +23,7 @@ from api.metrics.middleware import RequestMetricsMiddleware
 from api.metrics.router import router as metrics_router
 from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
 from api.models.router import router as models_router
+from api.webapp.router import router as webapp_router
 
 SPEC = Path(__file__).with_name("openapi.json")
 EXPOSED_HEADERS = [
@@ -34,6 +38,10 @@ def create_app() -> FastAPI:
     for router in (completions_router, jobs_router, looms_router, harvests_router, models_router, health_router, harvest_files_router,
                    metrics_router, admin_router):
         app.include_router(router)
+    # The App's JSON routes: every one that changes something checks the CSRF token first.
+    for router in (account_access_router, account_router):
+        app.include_router(router, dependencies=[Depends(require_csrf)])
+    app.include_router(webapp_router)  # the App's pages and their static files
 
     @app.get("/openapi.json")
     async def openapi() -> JSONResponse:

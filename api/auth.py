@@ -8,9 +8,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from api import errors
+from api.account.cookies import SESSION_COOKIE
+from api.account.csrf import csrf_ok
+from api.account.session import live_session
 from api.error_mapping import key_refusal_error
 from ledger.errors import KeyRefused
 from ledger.keys import Principal, authenticate
+from ledger.models import Role
 from ledger.operations.users import admin_name
 
 
@@ -59,14 +63,25 @@ class Admin:
 
 
 async def require_admin(request: Request) -> Admin:
-    """A route under /v1/admin: a User whose role is admin. An API key says who it is now; the
-    App's session (a later issue) is the other way in, and satisfies this same dependency."""
+    """A route under /v1/admin: a User whose role is admin, by an API key or, without an Authorization
+    header, by the App's session (whose requests that change something carry the CSRF token)."""
+    if request.headers.get("authorization") is None and request.cookies.get(SESSION_COOKIE):
+        return await _admin_of_session(request)
     principal = await require_principal(request)
     async with services_of(request).sessions() as session:
         name = await admin_name(session, principal.user_id)
     if name is None:
         raise errors.AdminOnly(errors.ADMIN_ONLY_MESSAGE)
     return Admin(principal.user_id, name)
+
+
+async def _admin_of_session(request: Request) -> Admin:
+    found = await live_session(request)
+    if not csrf_ok(request):
+        raise errors.CsrfFailed(errors.CSRF_FAILED_MESSAGE)
+    if found.user.role != Role.admin:
+        raise errors.AdminOnly(errors.ADMIN_ONLY_MESSAGE)
+    return Admin(found.user.id, found.user.name)
 
 
 AdminDep = Annotated[Admin, Depends(require_admin)]

@@ -89,3 +89,61 @@ def ledger_refusals(param: str | None = None) -> Iterator[None]:
         yield
     except ledger_errors.LedgerError as refusal:
         raise ledger_refusal_error(refusal, param) from None
+
+
+# -- account (A): refusals of the App's access routes ----------------------------------------------------
+ACCESS_REFUSALS: dict[type[ledger_errors.AccessRefused], type[errors.ApiError]] = {
+    ledger_errors.ApplicationExists: errors.ApplicationExists,
+    ledger_errors.LinkExpired: errors.AccessLinkExpired,
+    ledger_errors.SignInFailed: errors.SignInFailed,
+    ledger_errors.SignInSuspended: errors.SignInSuspended,
+}
+
+
+def access_refusal_error(refusal: ledger_errors.AccessRefused) -> errors.ApiError:
+    if isinstance(refusal, ledger_errors.TooManyTries):
+        return errors.TooManyTries(refusal.message, retry_after=refusal.wait_s)
+    if isinstance(refusal, ledger_errors.PasswordRefused):
+        return errors.InvalidRequest(refusal.message, "password")
+    if isinstance(refusal, ledger_errors.EmailRefused):
+        return errors.InvalidRequest(refusal.message, "email")
+    if isinstance(refusal, ledger_errors.FormRefused):
+        return errors.InvalidRequest(refusal.message, refusal.field)
+    return ACCESS_REFUSALS[type(refusal)](refusal.message)
+
+
+@contextlib.contextmanager
+def access_refusals() -> Iterator[None]:
+    """Around an account route's call of the ledger: its access refusals raise as the API's errors."""
+    try:
+        yield
+    except ledger_errors.AccessRefused as refusal:
+        raise access_refusal_error(refusal) from None
+
+
+# -- account (B): refusals of the App's keys and token requests ---------------------------------------------
+def account_refusal_error(refusal: ledger_errors.LedgerError, param: str | None = None) -> errors.ApiError:
+    """A refusal of the signed-in User's own keys and requests, in the App's words."""
+    if isinstance(refusal, ledger_errors.OwnKeyNotFound):
+        return errors.KeyNotFound(str(refusal))
+    if isinstance(refusal, ledger_errors.TooManyKeys):
+        return errors.TooManyKeys(str(refusal))
+    if isinstance(refusal, ledger_errors.NameTaken):
+        return errors.KeyNameTaken(errors.KEY_NAME_TAKEN_MESSAGE.format(name=refusal.name), "name")
+    if isinstance(refusal, ledger_errors.StatusChangeRefused):
+        return errors.KeyRevokedForGood(errors.KEY_REVOKED_FOR_GOOD_MESSAGE)
+    if isinstance(refusal, ledger_errors.TokenRequestWaiting):
+        return errors.TokenRequestWaiting(refusal.message)
+    if isinstance(refusal, ledger_errors.TokenRequestRefused):
+        return errors.InvalidRequest(refusal.message, refusal.field)
+    return ledger_refusal_error(refusal, param)
+
+
+
+@contextlib.contextmanager
+def account_refusals(param: str | None = None) -> Iterator[None]:
+    """Around a keys, usage or token-request route's call of the ledger."""
+    try:
+        yield
+    except ledger_errors.LedgerError as refusal:
+        raise account_refusal_error(refusal, param) from None

@@ -317,3 +317,89 @@ class AdminOnly(ApiError):
 
 
 ADMIN_ONLY_MESSAGE = "This route is for admins."
+
+
+# -- account (A): the App's account routes (/account) ------------------------------------------------------
+
+class SessionRequired(AuthError):
+    """An API key (an Authorization header) on an /account route: those take the App's session only."""
+
+    code = "session_required"
+
+
+SESSION_REQUIRED_MESSAGE = "The App's account routes take a session from sign-in, not an API key."
+
+
+class SessionEnded(AuthError):
+    """No session cookie, or the session signed out, expired, or was ended by a new password or a suspension."""
+
+    code = "session_ended"
+
+
+SESSION_ENDED_MESSAGE = "Your session has ended."
+
+
+class CsrfFailed(ApiError):
+    status, type, code = 403, "invalid_request_error", "csrf_failed"
+
+
+CSRF_FAILED_MESSAGE = "The request lacks the App's CSRF token. Reload the page and try again."
+
+
+class SignInFailed(AuthError):
+    code = "sign_in_failed"
+
+
+class SignInSuspended(ApiError):
+    """The right password of a suspended User: 403 with the 401's code and message (the spec)."""
+
+    status, type, code = 403, "invalid_request_error", "account_suspended"
+
+
+class TooManyTries(ApiError):
+    """Past 5 tries a minute from one address to sign in, ask for a link or set a password."""
+
+    status, type, code = 429, "rate_limit_error", "too_many_tries"
+
+
+class AccessLinkExpired(ApiError):
+    """A password link or an Invite that no longer works (unknown, used, replaced, or too old)."""
+
+    status, type, code = 410, "invalid_request_error", "link_expired"
+
+
+class ApplicationExists(ApiError):
+    status, type, code = 409, "invalid_request_error", "application_exists"
+
+
+# -- account (B): the App's keys, usage and token requests --------------------------------------------
+
+class TooManyKeys(ApiError):
+    """An 11th key that is not revoked (spec: Limits, "API keys")."""
+
+    status, type, code, should_retry = 409, "invalid_request_error", "too_many_keys", False
+
+
+class KeyNameTaken(ApiError):
+    status, type, code, should_retry = 409, "invalid_request_error", "key_name_taken", False
+
+
+class KeyNotFound(ApiError):
+    """No key of the signed-in User has the id: another User's key is not there for them."""
+
+    status, type, code = 404, "invalid_request_error", "key_not_found"
+
+
+class KeyRevokedForGood(ApiError):
+    """Rename, pause or resume of a revoked key: a revoke cannot be undone."""
+
+    status, type, code, should_retry = 409, "invalid_request_error", "key_revoked", False
+
+
+class TokenRequestWaiting(ApiError):
+    status, type, code, should_retry = 409, "invalid_request_error", "token_request_waiting", False
+
+
+KEY_NAME_TAKEN_MESSAGE = ("You have a key named {name!r} already. No two of your keys can share a name, "
+                          "whatever the case of its letters.")
+KEY_REVOKED_FOR_GOOD_MESSAGE = "This API key has been revoked. Make a new key."

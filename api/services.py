@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from api import errors
@@ -14,6 +16,7 @@ from api.metrics.request_model import note_model
 from api.metrics.tally import PROCESS_TALLY
 from api.settings import Settings
 from api.tokenizers import TokenizerRegistry
+from ledger.coltypes import utcnow
 
 MODEL_NOT_FOUND = "The model `{name}` does not exist. The API serves {ids}."
 
@@ -36,6 +39,10 @@ class Services:
     # The `replica` label of the series this process keeps for itself (in flight, breakers, lines).
     replica: str = field(default_factory=replica_name)
     started_at: float = field(default_factory=time.time)
+    # The App's mail (ledger.mail.Mailer; None keeps mail in the outbox) and the time that its sessions,
+    # links and sign-in tries read: tests hand in a clock of their own.
+    mailer: Any = None
+    clock: Callable[[], datetime] = utcnow
 
     def served_models(self) -> list[Any]:
         return list(self.catalog.models.values())

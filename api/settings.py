@@ -83,6 +83,13 @@ class Settings(BaseSettings):
     # estimated from the model replicas counted this often (spec: "Spend limit").
     spend_pause_usd: float = 3000.0
     spend_sample_s: float = 60.0
+    # The App's mail (password links): smtp://[user:pass@]host:port, smtp+starttls://... or smtps://...;
+    # None: each mail is an .eml file in mail_outbox (a development machine without a mail server).
+    smtp_url: SecretStr | None = None
+    mail_from: str = "ACS Infra <infra@localhost>"
+    mail_outbox: Path = REPO_ROOT / "var" / "outbox"
+    # The session cookie's Secure flag; None: set when the request came over https (or a proxy says so).
+    session_cookie_secure: bool | None = None
 
     @model_validator(mode="after")
     def check_link_secret(self) -> Settings:

@@ -1,7 +1,8 @@
 """`python -m cluster.admin ...`: the operator's command line (`--help` lists it).
 
 The entry reads the settings (api/settings.py: ACS_DATABASE_URL,
-ACS_MONTHLY_ALLOWANCE, ACS_JOB_RESULT_KEPT_S, ACS_SPEND_PAUSE_USD) and the
+ACS_MONTHLY_ALLOWANCE, ACS_JOB_RESULT_KEPT_S, ACS_SPEND_PAUSE_USD; ACS_SMTP_URL and
+ACS_PUBLIC_BASE_URL for the mails of approvals and password links) and the
 catalog of ACS_PROFILE (the models a warm window may keep Warm, and what a
 Warm hour costs), and runs the commands of ledger/admin.py with them, so that
 the ledger reads neither itself.
@@ -12,6 +13,7 @@ import getpass
 import sys
 from collections.abc import Sequence
 
+from api.account.mailer import mailer_of
 from api.admin.platform import platform_of
 from api.settings import Settings, get_settings
 from deployments.catalog import load_catalog
@@ -35,6 +37,8 @@ def admin_config(settings: Settings) -> admin.AdminConfig:
         spend_pause_usd=platform.spend_pause_usd,
         replica_hour_usd=platform.replica_hour_usd,
         operator=operator_name(),
+        mailer=mailer_of(settings),
+        public_base_url=(settings.public_base_url or f"http://127.0.0.1:{settings.port}").rstrip("/"),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.account.mailer import mailer_of
 from api.completions.admission import Admission
 from api.idempotency import Idempotency
 from api.inference.breaker import CircuitBreaker
@@ -69,7 +70,7 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
                     sessions=sessions, ledger=ledger, traffic=traffic, idempotency=Idempotency(sessions),
                     admission=admission, tokenizers=tokenizers,
                     work_kinds=[handler_type.kind for handler_type in handler_types()],
-                    counts=counts)
+                    counts=counts, mailer=mailer_of(settings))
 
 
 def handler_types() -> list[type]:
@@ -92,7 +93,7 @@ def runner_times(settings: Settings) -> RunnerTimes:
 
 def build_runner(services: Services) -> Runner:
     return Runner(services.ledger, handlers(services), list(services.catalog.models),
-                  runner_times(services.settings))
+                  runner_times(services.settings), mailer=services.mailer)
 
 
 # -- the Serve replicas: bound by reference (cluster/serve_app.py), called in the replica -----------

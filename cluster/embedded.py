@@ -87,6 +87,8 @@ def main() -> None:
     serve_profile(args.profile, args.host, args.port, settings.num_cpus)
     base = f"http://{args.host}:{args.port}/v1"
     print(f"\nThe platform serves on {base}\n\n  export ACS_API_BASE={base}\n  export ACS_API_KEY={key}\n", flush=True)
+    print(f"The App: http://{args.host}:{args.port}/apply, then `python -m cluster.admin application approve EMAIL`;"
+          f" its mail is a file in {settings.mail_outbox if settings.smtp_url is None else 'your SMTP server'}\n", flush=True)
     try:
         wait_for_signal()
     finally:

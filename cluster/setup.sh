@@ -29,3 +29,18 @@ fi
 
 # GPU clusters load hub weights; they skip the local CPU models.
 [ -n "${ACS_SKIP_LOCAL_MODELS:-}" ] || python -m cluster.build_models
+
+# The App's browser packages: npm ci from the committed lockfile, then the ES
+# module files the pages load through their import map (no bundler, no CDN).
+command -v npm >/dev/null || { echo "setup: npm is missing; install Node.js 20+ with npm (apt-get install nodejs npm)" >&2; exit 1; }
+WEBAPP=api/webapp
+if [ ! -d "$WEBAPP/node_modules" ] || [ "$WEBAPP/package-lock.json" -nt "$WEBAPP/node_modules" ]; then
+  (cd "$WEBAPP" && npm ci --no-audit --no-fund)
+  touch "$WEBAPP/node_modules"
+fi
+VENDOR=$WEBAPP/static/vendor
+mkdir -p "$VENDOR"
+cp "$WEBAPP/node_modules/preact/dist/preact.module.js" \
+   "$WEBAPP/node_modules/preact/hooks/dist/hooks.module.js" \
+   "$WEBAPP/node_modules/htm/dist/htm.module.js" \
+   "$WEBAPP/node_modules/axe-core/axe.min.js" "$VENDOR/"

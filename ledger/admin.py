@@ -32,6 +32,13 @@ service layer (`ledger/operations/`, which the admin routes call too) and prints
     python -m cluster.admin work list [--user NAME_OR_ID] [--status STATUS] [--limit N] [--json]
     python -m cluster.admin work cancel WORK_ID
     python -m cluster.admin work capacity job N
+    python -m cluster.admin token-request list [--status STATUS] [--json]
+    python -m cluster.admin token-request approve ID [--tokens TOKENS]
+    python -m cluster.admin token-request reject ID [--note TEXT]
+    python -m cluster.admin application list [--status waiting|approved|rejected] [--json]
+    python -m cluster.admin application approve|reject ID_OR_EMAIL [--grant TOKENS] [--note TEXT]
+    python -m cluster.admin invite create EMAIL [--tokens TOKENS] [--tag TAG] [--json]
+    python -m cluster.admin user password-link EMAIL
 
 TOKENS is a whole number such as 2500000, or with a suffix as the App
 writes it: 50K, 2.5M. A TAG is written as the App writes it: `Hiring 2026 08`
@@ -49,15 +56,17 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from ledger import analytics, keys, usage
+from ledger import admin_access, admin_token_requests, analytics, keys, usage
 from ledger.admin_text import dollars, print_fields, print_json, print_key_table, print_table, when
 from ledger.coltypes import utcnow
 from ledger.db import is_sqlite, make_engine, session_factory
 from ledger.errors import LedgerError, NameRefused
+from ledger.mail import deliver_pending
 from ledger.migrate import upgrade
 from ledger.models import Role, Standing, WorkKind, WorkStatus
 from ledger.operations import (
@@ -82,6 +91,10 @@ class AdminConfig:
     replica_hour_usd: Mapping[str, float] = field(default_factory=dict)
     # Who a Lock, a Clear or a window of the command line is recorded as made by.
     operator: str = "command line"
+    # The App's mail (ledger.mail.Mailer; None leaves it in the outbox for the Runner) and where its
+    # links point (the settings' public URL, else the embedded start's address).
+    mailer: Any = None
+    public_base_url: str = "http://127.0.0.1:8000"
 
     @property
     def platform(self) -> Platform:
@@ -398,13 +411,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m cluster.admin", description=__doc__.split("\n")[0])
     parser.set_defaults(json=False)
     nouns = parser.add_subparsers(dest="noun", required=True)
-    _add_user_commands(_verbs(nouns, "user", "users"))
+    users_verbs = _verbs(nouns, "user", "users")
+    _add_user_commands(users_verbs)
+    admin_access.add_user_access_commands(users_verbs)
     _add_key_commands(_verbs(nouns, "key", "API keys"))
     _add_token_commands(nouns)
     _add_spend_commands(_verbs(nouns, "spend", "the GPU spend and its stop: while locked, no new GPU work starts"))
     _add_warm_commands(_verbs(nouns, "warm", "warm windows: times when a model keeps one replica running"))
     _add_usage_commands(nouns)
     _add_work_commands(_verbs(nouns, "work", "background work: Jobs, Loom Nodes and harvests"))
+    admin_token_requests.add_commands(nouns)
+    admin_access.add_application_commands(nouns, _json_flag)
     return parser
 
 
@@ -560,6 +577,8 @@ async def run(config: AdminConfig, command: Command, args: argparse.Namespace) -
         async with session_factory(writer)() as session:
             await command(session, args, config)
             await session.commit()
+        # After the commit: the mail of the links that the command made (the Runner retries what fails).
+        await deliver_pending(session_factory(writer), config.mailer, config.clock())
     finally:
         await engine.dispose()
 

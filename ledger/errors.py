@@ -86,3 +86,83 @@ class UnknownModel(NotFound):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+# -- account (B): the App's keys and token requests ---------------------------------------------
+
+class NameTaken(NameRefused):
+    """Another live key of the User has this name, whatever the case; `name` is that key's."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.message, self.name = message, name
+
+
+class OwnKeyNotFound(NotFound):
+    """None of the signed-in User's keys has the id (another User's key included)."""
+
+
+class TokenRequestRefused(LedgerError):
+    """A token request's answer that cannot be kept as given; `field` names the question."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.message, self.field = message, field
+
+
+class TokenRequestWaiting(LedgerError):
+    """The User has a request waiting: one at a time (the API's 409)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+# -- access (A): the App's sign-in, Applications, Invites and password links -----------------------
+
+class AccessRefused(LedgerError):
+    """A refusal of the App's access routes; the API maps each kind to its answer (api/error_mapping.py)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ApplicationExists(AccessRefused):
+    """An Application (not rejected) or a User has the email already."""
+
+
+class LinkExpired(AccessRefused):
+    """A password link or an Invite that is unknown, used, ended by a newer one, or too old."""
+
+
+class SignInFailed(AccessRefused):
+    """No User has this email and password."""
+
+
+class SignInSuspended(AccessRefused):
+    """The password is right, but the User's access is suspended."""
+
+
+class PasswordRefused(AccessRefused):
+    """A new password that is too short (or too long)."""
+
+
+class TooManyTries(AccessRefused):
+    """Past 5 tries a minute from one address; `wait_s` is how long until the next try counts."""
+
+    def __init__(self, message: str, wait_s: int) -> None:
+        super().__init__(message)
+        self.wait_s = wait_s
+
+
+class EmailRefused(AccessRefused):
+    """Text that does not look like an email address."""
+
+
+class FormRefused(AccessRefused):
+    """A field of the Apply form that is missing or too long; `field` names it."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field

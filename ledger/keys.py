@@ -18,8 +18,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.coltypes import utcnow
 from ledger.errors import (
-    KeyRefused, NameRefused, NoKeyGiven, NotFound, PausedKey, RevokedKey, StatusChangeRefused, SuspendedAccount,
-    TooManyKeys, UnknownKey,
+    KeyRefused, NameRefused, NameTaken, NoKeyGiven, NotFound, PausedKey, RevokedKey, StatusChangeRefused,
+    SuspendedAccount, TooManyKeys, UnknownKey,
 )
 from ledger.models import KEY_NAME_MAX, KEY_PREFIX_LEN, ApiKey, Hold, HoldState, KeyStatus, Standing, User
 from ledger.tokens import month_of
@@ -124,7 +124,7 @@ async def create_api_key(session: AsyncSession, user_id: uuid.UUID, name: str) -
     raw = generate_key()
     key = ApiKey(user_id=user_id, name=name, key_hash=hash_key(raw), prefix=raw[:KEY_PREFIX_LEN])
     session.add(key)
-    await _flush_or_refuse(session, _name_taken_message(user, name))
+    await _flush_or_name_taken(session, user, name)
     return key, raw
 
 
@@ -174,7 +174,7 @@ async def rename_key(session: AsyncSession, key_id: uuid.UUID, new_name: str) ->
     _refuse_taken_name(user, new_name, others)
     key.name = new_name
     session.add(key)
-    await _flush_or_refuse(session, _name_taken_message(user, new_name))
+    await _flush_or_name_taken(session, user, new_name)
     return key
 
 
@@ -202,7 +202,7 @@ def _refuse_taken_name(user: User, name: str, live_keys: list[ApiKey]) -> None:
     # The spec: no two live keys share a name, whatever the case of its letters.
     for key in live_keys:
         if key.name.casefold() == name.casefold():
-            raise NameRefused(_name_taken_message(user, key.name))
+            raise NameTaken(_name_taken_message(user, key.name), key.name)
 
 
 def _name_taken_message(user: User, name: str) -> str:
@@ -215,6 +215,15 @@ async def _flush_or_refuse(session: AsyncSession, message: str) -> None:
         await session.flush()
     except IntegrityError as error:
         raise NameRefused(message) from error
+
+
+async def _flush_or_name_taken(session: AsyncSession, user: User, name: str) -> None:
+    # As _flush_or_refuse, for a key's name: the App tells a taken name apart (409).
+    message = _name_taken_message(user, name)  # before the flush: a failed one expires `user`
+    try:
+        await session.flush()
+    except IntegrityError as error:
+        raise NameTaken(message, name) from error
 
 
 # The key check --------------------------------------------------------------

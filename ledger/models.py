@@ -79,6 +79,11 @@ class User(SQLModel, table=True):
         Enum(Role, name="role", native_enum=False, create_constraint=True, length=16,
              values_callable=lambda members: [member.value for member in members]),
         nullable=False, server_default=Role.user.value))
+    # The App's sign-in (ledger/access_models.py has the rest): lowercase; None for a User made before
+    # the App, or by the command line without one. The password is kept as its argon2id hash only.
+    email: str | None = Field(default=None, sa_column=Column(String(320), nullable=True, unique=True))
+    password_hash: str | None = Field(default=None, sa_column=Column(String(200), nullable=True))
+    password_set_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
 
 
 class UserTag(SQLModel, table=True):
@@ -220,6 +225,8 @@ class Hold(SQLModel, table=True):
                               values_callable=lambda m: [x.value for x in m]), nullable=True),
     )
     used: int = Field(default=0, sa_column=Column(BigInteger(), nullable=False, default=0))
+    # The prompts' tokens of the request: the Usage page splits `used` into input and output.
+    prompt_tokens: int = Field(default=0, sa_column=Column(BigInteger(), nullable=False, default=0, server_default="0"))
     owner: str = Field(default="", sa_column=Column(String(64), nullable=False, default=""))
     lease_until: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
     created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
@@ -498,3 +505,9 @@ class BudgetRefusal(SQLModel, table=True):
     model: str = Field(sa_column=Column(String(100), nullable=False))
     source: str = Field(sa_column=Column(String(16), nullable=False))
     tokens: int = Field(sa_column=Column(BigInteger(), nullable=False))  # what the request asked to hold
+
+
+# The App's access tables live in their own module; importing them here puts them on the
+# metadata for everyone who imports the ledger's tables (migrations, the tests' emptying).
+import ledger.access_models  # noqa: E402,F401
+import ledger.token_request_models  # noqa: E402,F401  (the App's token requests, the same way)

@@ -189,7 +189,7 @@ async def take_hold(session: AsyncSession, ask: HoldAsk, *, default_allowance: i
     hold_id = uuid7()
     await session.execute(insert(Hold.__table__).values(
         id=hold_id, user_id=ask.user_id, key_id=ask.key_id, source=ask.source.value, model=ask.model,
-        request_id=ask.request_id, month=month, tokens=tokens, pays_from=pays_from.value,
+        request_id=ask.request_id, month=month, tokens=tokens, pays_from=pays_from.value, prompt_tokens=ask.prompt_tokens,
         key_budget=key_budget, state=HoldState.held.value, status=UsageStatus.running.value, used=0,
         owner=ask.owner, lease_until=now + timedelta(seconds=ask.lease_s), created_at=now))
     await session.commit()

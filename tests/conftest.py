@@ -11,8 +11,10 @@ from deployments.vllm_runtime import prepare_environment  # noqa: E402
 prepare_environment(cpu=True)
 prepare_ray_environment()
 
+import tempfile  # noqa: E402
 import uuid  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
 from typing import Any, AsyncIterator, Iterator  # noqa: E402
 
 import httpx  # noqa: E402
@@ -31,6 +33,10 @@ from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
 from ledger.pg_admin import recreate_database, sqlalchemy_url  # noqa: E402
 from tests.ledger_fixtures import DB_TAG, PG_ADMIN_DSN  # noqa: E402
+
+# The loopback SMTP server of the browser tests; serve_instance points the ingress's mail at it.
+SMTP_PORT = int(os.environ.get("ACS_TEST_SMTP_PORT", "8125"))
+
 
 async def fresh_postgres(name: str) -> str:
     """A new, migrated PostgreSQL database; returns its SQLAlchemy URL."""
@@ -75,7 +81,10 @@ class ApiStack:
 
 # Loading the Llama 3.1 tokenizer takes seconds: one registry for the session.
 SHARED_TOKENIZERS = TokenizerRegistry()
-TEST_SETTINGS = dict(keepalive_s=0.2, long_wait_s=1.0, engine_timeout_s=5.0, breaker_open_s=60.0)
+# Mail of an in-process stack goes to a folder, never to the SMTP server that serve_instance names
+# in the environment for the Serve stack's ingress.
+TEST_SETTINGS = dict(keepalive_s=0.2, long_wait_s=1.0, engine_timeout_s=5.0, breaker_open_s=60.0,
+                     smtp_url=None, mail_outbox=Path(tempfile.gettempdir()) / f"acs-test-outbox{DB_TAG}")
 
 
 async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:
@@ -156,6 +165,9 @@ def serve_instance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # Ray workers inherit this process's environment: the ingress reads these.
     # The ingress keeps its traffic state in Redis, as several replicas would.
     os.environ.update(ACS_DATABASE_URL=url, ACS_REDIS_URL=os.environ.get("ACS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+    # The App's mail goes to the browser tests' loopback SMTP server (tests/browser/conftest.py),
+    # which may start later (the ledger's outbox retries a mail that found no server); never a real one.
+    os.environ["ACS_SMTP_URL"] = f"smtp://127.0.0.1:{SMTP_PORT}"
     # Harvests write their files here, not into the checkout's var/.
     os.environ["ACS_HARVEST_STORAGE"] = str(tmp_path_factory.mktemp("harvests"))
     # A Runner killed in a test is found by its lapsed lease within seconds.

@@ -51,6 +51,19 @@ def run_in_thread(function: Callable[..., T], *args: Any) -> T:
     return result["value"]
 
 
+def command_line(config: Any, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """run(*argv): the admin command line on `config`, as (exit code, stdout, stderr)."""
+    from ledger import admin
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = run_in_thread(admin.main, list(argv), config)  # main calls asyncio.run
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
 def run_async(coroutine_function: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
     return run_in_thread(lambda: asyncio.run(coroutine_function(*args)))
 

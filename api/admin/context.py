@@ -12,7 +12,8 @@ from ledger.operations.platform import Platform
 
 def platform(request: Request) -> Platform:
     services = services_of(request)
-    return platform_of(services.settings, services.catalog)
+    # The services' clock: tests hand in their own "now" (a Usage page's today, a change's time).
+    return platform_of(services.settings, services.catalog, services.clock)
 
 
 def reads(request: Request) -> Any:

@@ -10,7 +10,7 @@ root registers; the Runner knows no kind. It keeps nothing a restart would lose:
   that died, and ends queued rows of revoked keys and suspended Users;
 - every `housekeeping_s` it drops what expired: the bodies of ended rows'
   results, the Idempotency-Keys of more than 24 hours, and deleted Looms
-  after 14 days;
+  after 14 days, and sends the App's mail that the SMTP server refused;
 - `stop()` is the planned stop: running work gets a grace period, then goes
   back to `queued` with its Hold released, so the cut request costs nothing.
 """
@@ -30,6 +30,7 @@ from ledger import work as queue
 from ledger.coltypes import utcnow
 from ledger.idempotency import purge_expired
 from ledger.looms import erase_deleted
+from ledger.mail import Mailer, deliver_pending
 from ledger.models import Work, WorkKind
 from ledger.survive import survive
 
@@ -54,7 +55,7 @@ class Runner:
     leases and the spend stop."""
 
     def __init__(self, ledger: Any, handlers: list[WorkHandler], model_ids: list[str],
-                 times: RunnerTimes = RunnerTimes()) -> None:
+                 times: RunnerTimes = RunnerTimes(), mailer: Mailer | None = None) -> None:
         self.ledger = ledger
         self.sessions = ledger.write_sessions
         self.owner = ledger.owner
@@ -63,6 +64,7 @@ class Runner:
         self.lease_s, self.poll_s, self.grace_s = times.lease_s, times.poll_s, times.grace_s
         self.housekeeping_s = times.housekeeping_s
         self.watch_s = times.watch_s
+        self.mailer = mailer  # the App's unsent mail goes out again at each housekeeping
         self.attempts: dict[uuid.UUID, asyncio.Task] = {}
         self._claim_loops: list[asyncio.Task] = []
         self._watch: list[asyncio.Task] = []
@@ -209,7 +211,7 @@ class Runner:
 
     async def _housekeeping(self) -> None:
         """What expires: results (the rows stay, a Job answers 410), Idempotency-Keys (24 hours),
-        and the Looms and Nodes deleted 14 days ago."""
+        and the Looms and Nodes deleted 14 days ago; and the App's mail that did not go out."""
         now = utcnow()
         async with self.sessions() as session:
             await queue.drop_expired_results(session, now)
@@ -217,6 +219,7 @@ class Runner:
             await purge_expired(session, now)
         async with self.sessions() as session:
             await erase_deleted(session, now)
+        await deliver_pending(self.sessions, self.mailer, now)
 
     async def _end_unusable(self) -> None:
         for handler in self.handlers.values():

@@ -10,7 +10,8 @@ from sqlalchemy import delete
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from ledger import analytics, grants, harvests, keys, usage
+from ledger import analytics, app_sessions, grants, harvests, keys, usage
+from ledger.coltypes import utcnow
 from ledger.errors import LedgerError, NotFound
 from ledger.models import Role, Standing, User, UserTag
 from ledger.operations import arguments
@@ -107,6 +108,8 @@ async def set_standing(session: AsyncSession, who: str | uuid.UUID, standing: St
     if acting == user.id and standing == Standing.suspended:
         raise LedgerError(OWN_STANDING)
     user = await keys.set_standing(session, user, standing)
+    if standing == Standing.suspended:
+        await app_sessions.end_all(session, user.id, utcnow())  # the spec: a suspension ends the sessions
     await session.commit()
     return user
 

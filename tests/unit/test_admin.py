@@ -26,7 +26,7 @@ from ledger.grants import standing
 from ledger.models import ApiKey, Counting, Grant, UsageStatus
 from ledger.spend import spend_stop
 from ledger.tokens import HoldAsk, Held, end_hold, take_hold
-from tests.ledger_fixtures import db_url, pg_url, run_in_thread  # noqa: F401
+from tests.ledger_fixtures import command_line, db_url, pg_url, run_in_thread  # noqa: F401
 
 TOO_MANY_KEYS = "You have 10 API keys, the most that a User may have. Delete one to make another."
 JAN_5 = datetime(2026, 1, 5, 9, tzinfo=timezone.utc)
@@ -40,14 +40,7 @@ Cli = Callable[..., tuple[int, str, str]]
 def cli(db_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:  # noqa: F811
     """Run `python -m cluster.admin ARGS` in process, on NOW: (exit code, stdout, stderr)."""
     config = admin.AdminConfig(database_url=db_url, clock=lambda: NOW)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = run_in_thread(admin.main, list(argv), config)  # main calls asyncio.run
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+    return command_line(config, capsys)
 
 
 @pytest_asyncio.fixture
@@ -584,14 +577,7 @@ PRICED = {"tiny-llama": 1.95}  # what a Warm hour costs: the catalog's price of 
 def priced_cli(db_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:  # noqa: F811
     """The command line with a catalog whose model costs, and an operator's name."""
     config = admin.AdminConfig(database_url=db_url, clock=lambda: NOW, replica_hour_usd=PRICED, operator="ops")
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = run_in_thread(admin.main, list(argv), config)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+    return command_line(config, capsys)
 
 
 async def test_user_role_and_tags(cli):

@@ -1,0 +1,57 @@
+// Sign in: Email and Password, then the page that sent the User here.
+import { useEffect, useState } from "preact/hooks";
+import { html } from "../html.js";
+import { api } from "../api.js";
+import { Field, FormError } from "../components/field.js";
+import { Link } from "../components/link.js";
+import { navigate, safeNext } from "../router.js";
+import { setUser } from "../session.js";
+
+export default function SignIn({ route }) {
+  const ended = route.query.get("ended") === "1";
+  const [email, setEmail] = useState(route.query.get("email") || "");
+  const [password, setPassword] = useState("");
+  const [error, setError] = useState(null);
+  const [wait, setWait] = useState(0);
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    if (wait <= 0) return;
+    const timer = setTimeout(() => setWait(wait - 1), 1000);
+    return () => clearTimeout(timer);
+  }, [wait]);
+
+  async function submit(event) {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const answer = await api("account/sign-in", { method: "POST", body: { email, password }, quiet401: true });
+      setUser(answer.user);
+      navigate(safeNext(route.query.get("next")) || answer.next || "/usage", { replace: true });
+    } catch (failure) {
+      setError(failure);
+      if (failure.code === "too_many_tries" && failure.retryAfter) setWait(failure.retryAfter);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  const message = error && error.code === "too_many_tries"
+    ? (wait > 0 ? `Too many tries to sign in. Wait ${wait} seconds.` : null)
+    : error && error.message;
+  return html`<section class="card">
+    <h1>Sign in</h1>
+    ${ended ? html`<p class="info" role="status">Your session has ended.</p>` : null}
+    <form onSubmit=${submit} noValidate>
+      <${Field} label="Email" type="email" autocomplete="email" required value=${email} onInput=${setEmail} />
+      <${Field} label="Password" type="password" autocomplete="current-password" required value=${password} onInput=${setPassword} />
+      <${FormError} message=${message} />
+      <div class="actions">
+        <button type="submit" class="primary" disabled=${busy || wait > 0}>Sign in</button>
+        <${Link} to="/forgot-password">Forgot password?</${Link}>
+      </div>
+    </form>
+    <p class="aside">No account yet? <${Link} to="/apply">Apply for access</${Link}></p>
+  </section>`;
+}

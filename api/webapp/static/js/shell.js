@@ -1,0 +1,116 @@
+// The signed-in frame: navigation (Usage, Jobs, API Keys; Docs, Support; the
+// menu with the User's name), the 90% notice of each page, and Ctrl/Cmd+B.
+import { useEffect, useState } from "preact/hooks";
+import { html } from "./html.js";
+import { api, url } from "./api.js";
+import { docs, SUPPORT_EMAIL } from "./config.js";
+import { Link } from "./components/link.js";
+import { Menu } from "./components/menu.js";
+import { NoticeContext } from "./notice.js";
+import { signOut } from "./session.js";
+
+const NAV = [
+  { to: "/usage", label: "Usage", match: (path) => path.startsWith("/usage") },
+  { to: "/jobs", label: "Jobs" },
+  { to: "/api-keys", label: "API Keys" },
+];
+const COLLAPSED = "acs-nav-collapsed";
+
+function useNotice(path) {
+  const [notice, setNotice] = useState(null);
+  useEffect(() => {
+    let live = true;
+    api("account/notice").then((doc) => live && setNotice(doc)).catch(() => {});
+    return () => { live = false; };
+  }, [path]);
+  return notice;
+}
+
+const PHONE = "(max-width: 720px)";
+
+// On a desktop the navigation stays as the User left it; on a phone it opens
+// over the page and folds away on each page change.
+function useCollapsed(path) {
+  const phone = () => window.matchMedia(PHONE).matches;
+  const [collapsed, setCollapsed] = useState(() => phone() || localStorage.getItem(COLLAPSED) === "1");
+  const toggle = () => setCollapsed((value) => {
+    if (!phone()) localStorage.setItem(COLLAPSED, value ? "0" : "1");
+    return !value;
+  });
+  useEffect(() => {
+    const onKey = (event) => {
+      if ((event.ctrlKey || event.metaKey) && !event.altKey && !event.shiftKey && event.key.toLowerCase() === "b") {
+        event.preventDefault();
+        toggle();
+      }
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, []);
+  useEffect(() => {
+    if (phone()) setCollapsed(true);
+  }, [path]);
+  return [collapsed, toggle];
+}
+
+async function leave() {
+  try {
+    await signOut();
+  } finally {
+    location.assign(url("sign-in"));
+  }
+}
+
+function Navigation({ path, user }) {
+  const support = [
+    { label: "Email", href: `mailto:${SUPPORT_EMAIL}` },
+    { label: "Help", href: docs("/support"), external: true },
+  ];
+  const account = [
+    { label: "Profile", to: "/profile" },
+    { label: "Sign out", onSelect: leave },
+  ];
+  return html`<nav class="nav" aria-label="The App">
+    <ul class="nav-pages">
+      ${NAV.map((item) => {
+        const current = item.match ? item.match(path) : path === item.to;
+        return html`<li><${Link} to=${item.to} class="nav-link" aria-current=${current ? "page" : undefined}>${item.label}</${Link}></li>`;
+      })}
+    </ul>
+    <ul class="nav-more">
+      <li><a class="nav-link" href=${docs()} target="_blank" rel="noopener">Docs</a></li>
+      <li><${Menu} label="Support" items=${support} class="nav-menu" align="start" /></li>
+      <li><${Menu} label=${user.name || user.email} ariaLabel=${`${user.name || user.email}: account menu`}
+        items=${account} class="nav-menu nav-user" align="start" /></li>
+    </ul>
+  </nav>`;
+}
+
+export function Shell({ path, user, children }) {
+  const notice = useNotice(path);
+  const [collapsed, toggle] = useCollapsed(path);
+  return html`<div class=${`shell${collapsed ? " nav-collapsed" : ""}`}>
+    <a class="skip" href="#main">Skip to the page</a>
+    <header class="topbar">
+      <button type="button" class="nav-toggle" aria-expanded=${collapsed ? "false" : "true"} aria-controls="app-nav"
+        title="Navigation (Ctrl+B)" onClick=${toggle}>
+        <span class="nav-toggle-icon" aria-hidden="true"></span><span class="visually-hidden">Navigation</span>
+      </button>
+      <${Link} to="/usage" class="brand">ACS Infra</${Link}>
+    </header>
+    <div class="nav-panel" id="app-nav" hidden=${collapsed}>
+      <${Navigation} path=${path} user=${user} />
+    </div>
+    <main id="main" class="main">
+      <${NoticeContext.Provider} value=${notice}>${children}</${NoticeContext.Provider}>
+    </main>
+  </div>`;
+}
+
+/** The frame of the pages before sign-in: the name, and the page in a card. */
+export function PublicFrame({ children }) {
+  return html`<div class="public">
+    <header class="public-top"><a class="brand" href=${docs()}>ACS Infra</a></header>
+    <main id="main" class="public-main">${children}</main>
+  </div>`;
+}
