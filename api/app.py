@@ -23,12 +23,13 @@ from api.metrics.middleware import RequestMetricsMiddleware
 from api.metrics.router import router as metrics_router
 from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
 from api.models.router import router as models_router
+from api.timing import ServerTimingMiddleware
 from api.webapp.router import router as webapp_router
 
 SPEC = Path(__file__).with_name("openapi.json")
 EXPOSED_HEADERS = [
     "X-Request-Id", "Retry-After", "retry-after-ms", "X-Should-Retry", "X-Acs-Max-Tokens-Clamped",
-    "Location", "Allow", "X-Acs-Longpoll", "X-Acs-Harvest-Progress",
+    "Location", "Allow", "X-Acs-Longpoll", "X-Acs-Harvest-Progress", "Server-Timing",
 ]
 
 
@@ -53,5 +54,6 @@ def create_app() -> FastAPI:
     app.add_middleware(GzipJsonMiddleware)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        expose_headers=EXPOSED_HEADERS, allow_credentials=False)
+    app.add_middleware(ServerTimingMiddleware)  # inside the request id, outside everything else
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -12,6 +12,7 @@ from api.account.cookies import SESSION_COOKIE
 from api.account.csrf import csrf_ok
 from api.account.session import live_session
 from api.error_mapping import key_refusal_error
+from api.timing import stage
 from ledger.errors import KeyRefused
 from ledger.keys import Principal, authenticate
 from ledger.models import Role
@@ -45,8 +46,9 @@ async def require_principal(request: Request) -> Principal:
 
 async def require_work_principal(request: Request) -> Principal:
     """A route that starts work (Completions, Jobs, harvests, Branches): the "work" bucket."""
-    principal = await _authenticate(request)
-    await services_of(request).traffic.check_key(str(principal.key_id), "work")
+    with stage("auth"):
+        principal = await _authenticate(request)
+        await services_of(request).traffic.check_key(str(principal.key_id), "work")
     return principal
 
 

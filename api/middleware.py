@@ -6,6 +6,8 @@ import re
 import secrets
 from typing import Any
 
+from api.timing import stage
+
 CALLER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 GZIP_MIN_BYTES = 500
 
@@ -71,7 +73,8 @@ class GzipJsonMiddleware:
             if not _compressible(head, message):
                 await send(head)
                 return await send(message)
-            data = gzip.compress(message.get("body", b""), compresslevel=5)
+            with stage("gzip"):
+                data = gzip.compress(message.get("body", b""), compresslevel=5)
             await send(_compressed_start(head, len(data)))
             await send({**message, "body": data})
 

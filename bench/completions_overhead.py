@@ -15,6 +15,9 @@ throughput ratio (ours / vLLM's) and the p50 latency we add.
 Both sides must generate about the same number of tokens (usage
 `completion_tokens`, within 5%), or the comparison means nothing and the
 run fails.
+
+For ours it also reads each timed answer's `Server-Timing` header (api/timing.py)
+and prints the median of each stage, and of what no stage covers.
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from cluster.ray_env import prepare_ray_environment  # noqa: E402
 from deployments.vllm_runtime import prepare_environment  # noqa: E402
 from bench.proc import proc_stat_fields  # noqa: E402
+from api.timing import ENGINE_STAGES, parse as parse_server_timing  # noqa: E402
 
 MODEL_ID = "smollm2-135m"  # the embedded profile's default
 TOKEN_TOLERANCE = 0.05
@@ -66,6 +70,7 @@ class Sample:
     prompt_tokens: int
     completion_tokens: int
     text: str
+    stages: dict[str, float] | None = None  # ours: the Server-Timing header, in ms
 
 
 @dataclass
@@ -81,6 +86,7 @@ class SideResult:
     p90_ms: float
     startup_s: float
     other_cpu: float  # share of the machine's CPU that other processes used meanwhile
+    stages_p50_ms: dict[str, float] = field(default_factory=dict)  # ours: Server-Timing medians
     texts: dict[int, str] = field(default_factory=dict, repr=False)
 
 
@@ -93,6 +99,24 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+UNTIMED = "untimed"  # total less every stage of the ingress: what no stage covers
+
+
+def stage_medians(samples: list[Sample]) -> dict[str, float]:
+    """Median of each Server-Timing stage over the answers that had it, in ms."""
+    values: dict[str, list[float]] = {}
+    for s in samples:
+        if not s.stages:
+            continue
+        stages = dict(s.stages)
+        if "total" in stages:
+            top = sum(ms for name, ms in stages.items() if name not in (*ENGINE_STAGES, "total"))
+            stages[UNTIMED] = max(stages["total"] - top, 0.0)
+        for name, ms in stages.items():
+            values.setdefault(name, []).append(ms)
+    return {name: round(percentile(ms, 0.5), 3) for name, ms in values.items()}
+
+
 def summarize(name: str, samples: list[Sample], elapsed: float, startup: float, other_cpu: float) -> SideResult:
     latencies = [s.latency_s for s in samples]
     completion = sum(s.completion_tokens for s in samples)
@@ -101,7 +125,7 @@ def summarize(name: str, samples: list[Sample], elapsed: float, startup: float, 
         prompt_tokens=sum(s.prompt_tokens for s in samples), completion_tokens=completion,
         req_per_s=len(samples) / elapsed, tok_per_s=completion / elapsed,
         p50_ms=percentile(latencies, 0.5) * 1000, p90_ms=percentile(latencies, 0.9) * 1000,
-        startup_s=round(startup, 1), other_cpu=round(other_cpu, 3),
+        startup_s=round(startup, 1), other_cpu=round(other_cpu, 3), stages_p50_ms=stage_medians(samples),
         texts={i % len(PROMPTS): s.text for i, s in enumerate(samples)},
     )
 
@@ -123,7 +147,9 @@ async def one_request(client: Any, model: str, i: int, max_tokens: int) -> Sampl
         raise RequestFailed(f"request {i}: HTTP {response.status_code}: {response.text[:500]}")
     data = response.json()
     usage = data["usage"]
-    return Sample(latency, usage["prompt_tokens"], usage["completion_tokens"], data["choices"][0]["text"])
+    timing = response.headers.get("server-timing")
+    return Sample(latency, usage["prompt_tokens"], usage["completion_tokens"], data["choices"][0]["text"],
+                  parse_server_timing(timing) if timing else None)
 
 
 async def run_load(client: Any, model: str, count: int, concurrency: int, max_tokens: int) -> tuple[list[Sample], float]:
@@ -394,6 +420,11 @@ def side_line(r: SideResult) -> str:
             f"p50 {r.p50_ms:.0f} ms p90 {r.p90_ms:.0f} ms")
 
 
+def stages_line(r: SideResult) -> str:
+    return (f"{r.name} Server-Timing medians (ms): "
+            + ", ".join(f"{name} {ms:.2f}" for name, ms in r.stages_p50_ms.items()))
+
+
 def compare(ours: SideResult, vllm: SideResult) -> dict[str, Any]:
     larger = max(ours.completion_tokens, vllm.completion_tokens, 1)
     return {
@@ -413,6 +444,9 @@ def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, 
     for name in ("vllm", "ours"):
         if name in sides:
             print(side_line(sides[name]))
+    for r in sides.values():
+        if r.stages_p50_ms:
+            print(stages_line(r))
     out: dict[str, Any] = {
         "requests": args.requests, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
         "warmup": args.warmup, "model_dir": args.model_dir, "vllm_env": args.vllm_env,

@@ -1,15 +1,17 @@
 """The ledger: Hold + settle pairs per second on PostgreSQL, then an overspend check.
 
     python bench/ledger.py [--concurrency 32] [--duration 10] [--count N]
-        [--warmup 2] [--modes separate,one] [--processes 1] [--no-baseline]
-        [--json out.json]
+        [--warmup 2] [--modes separate,one] [--processes 1] [--path hot|session]
+        [--no-baseline] [--json out.json]
 
 One fresh, migrated database (`acs_bench_ledger`, dropped and made again on
-every run). `--concurrency` workers each loop: `take_hold` (the tests' `sky()`
+every run). `--concurrency` workers each loop: a Hold (the tests' `sky()`
 ask: 4 prompt tokens, 1 choice, max_tokens 50, may_lower, so a Hold of 54
-tokens) in one session, then `end_hold` settling to `tokens - (i % 7)` in
-another, the way the API's TokenLedger does it (session per call,
-`make_engine`, so `pool_pre_ping` too). Two modes:
+tokens), then its settlement to `tokens - (i % 7)`, the way the API's
+TokenLedger does it: `take_hold_on` / `end_hold_on` straight on a
+`make_engine` engine's pool (its checkout ping too), no session (`--path
+session`: `take_hold` / `end_hold` in a session each, the session API). Two
+modes:
 
 - separate: one User per worker, each with a large monthly allowance: no two
   Holds wait on the same row lock;
@@ -29,7 +31,10 @@ COMMIT`), with asyncpg on one held connection per worker (the database's raw
 rate), on one row per worker and on one row for all, and the same loop
 through a SQLAlchemy session per transaction (what the ledger's plumbing
 costs before any ledger logic). The report gives the ledger's share of the
-raw rate.
+raw rate. Every line gives the CPU per pair of the bench's process(es) (with
+the ledger's workers only in it: the ingress CPU per request that the ledger
+costs; in the one-user mode the shortfalls' CPU is in it too) and of
+PostgreSQL.
 
 At the end, the overspend check, per User: the MonthlyUsage equals the
 settled Holds' `used` plus the open Holds' `tokens` (and the Budget its
@@ -63,7 +68,9 @@ from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
 from ledger.pg_admin import drop_database, recreate_database  # noqa: E402
 from ledger.models import Counting, UsageStatus  # noqa: E402
-from ledger.tokens import DEFAULT_MONTHLY_ALLOWANCE, Held, HoldAsk, Shortfall, end_hold, take_hold  # noqa: E402
+from ledger.tokens import (  # noqa: E402
+    DEFAULT_MONTHLY_ALLOWANCE, Held, HoldAsk, Shortfall, end_hold, end_hold_on, take_hold, take_hold_on,
+)
 from bench.proc import proc_stat_fields  # noqa: E402
 
 # sqlmodel's AsyncSession.execute() warns on every call (the ledger's code calls it too).
@@ -155,6 +162,7 @@ class CpuMeter:
         other = max(0.0, busy - pg - own)
         cores = lambda seconds: round(seconds / wall, 2) if wall > 0 else 0.0  # noqa: E731
         return {"bench_cores": cores(own), "postgres_cores": cores(pg), "other_cores": cores(other),
+                "bench_cpu_s": round(own, 3), "postgres_cpu_s": round(pg, 3),
                 "steal_cores": cores(steal),
                 "other_share": round(other / (wall * (os.cpu_count() or 1)), 3) if wall > 0 else 0.0}
 
@@ -240,7 +248,7 @@ async def timed_loop(concurrency: int, iteration: Callable[[int], Awaitable[None
     tally = Tally()
     wall, cpu = await measured(one_phase(Clock(duration, count), tally))
     return {"pairs": tally.window_pairs, "seconds": round(wall, 3),
-            "pairs_per_s": round(tally.window_pairs / wall, 1),
+            "pairs_per_s": round(tally.window_pairs / wall, 1), **cpu_per_pair(cpu, tally.window_pairs),
             "p50_pair_ms": ms(percentile(tally.iteration_s, 0.5)),
             "p90_pair_ms": ms(percentile(tally.iteration_s, 0.9)), "cpu": cpu}
 
@@ -296,17 +304,25 @@ async def new_user(sessions: Any, name: str, allowance: int | None) -> tuple[uui
     return user.id, key.id
 
 
-async def ledger_phase(sessions: Any, asks: list[HoldAsk], clock: Clock) -> tuple[Tally, float]:
-    """One worker per ask: take_hold, then end_hold with `tokens - (i % 7)`, until the clock says stop."""
+async def ledger_phase(engine: Any, asks: list[HoldAsk], clock: Clock, path: str = "hot") -> tuple[Tally, float]:
+    """One worker per ask: a Hold, then its end with `tokens - (i % 7)`, until the clock says stop.
+
+    path "hot": take_hold_on / end_hold_on on the engine (the API's TokenLedger);
+    "session": take_hold / end_hold, each in its own session (the session API).
+    """
     tally = Tally()
+    sessions = session_factory(engine)
 
     async def worker(w: int, clock: Clock) -> None:
         ask, i = asks[w], w
         while clock.another():
             i += 1
             t0 = time.perf_counter()
-            async with sessions() as session:
-                result = await take_hold(session, ask)
+            if path == "hot":
+                result = await take_hold_on(engine, ask)
+            else:
+                async with sessions() as session:
+                    result = await take_hold(session, ask)
             t1 = time.perf_counter()
             if isinstance(result, Shortfall):
                 tally.shortfalls += 1
@@ -318,9 +334,13 @@ async def ledger_phase(sessions: Any, asks: list[HoldAsk], clock: Clock) -> tupl
                 continue
             assert isinstance(result, Held)
             used = max(0, result.tokens - i % 7)
-            async with sessions() as session:
-                ended = await end_hold(session, result.hold_id, used=used, counting=Counting.reported,
-                                       status=UsageStatus.completed)
+            if path == "hot":
+                ended = await end_hold_on(engine, result.hold_id, used=used, counting=Counting.reported,
+                                          status=UsageStatus.completed)
+            else:
+                async with sessions() as session:
+                    ended = await end_hold(session, result.hold_id, used=used, counting=Counting.reported,
+                                           status=UsageStatus.completed)
             t2 = time.perf_counter()
             if not ended:
                 raise RuntimeError(f"Hold {result.hold_id} had ended already")
@@ -361,14 +381,14 @@ def split(total: int, parts: int) -> list[int]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
-def child_main(conn: Any, url: str, pool_size: int) -> None:
+def child_main(conn: Any, url: str, pool_size: int, path: str) -> None:
     """A worker process of --processes: runs the phases the parent sends, with its own engine."""
-    asyncio.run(_child(conn, url, pool_size))
+    asyncio.run(_child(conn, url, pool_size, path))
 
 
-async def _child(conn: Any, url: str, pool_size: int) -> None:
+async def _child(conn: Any, url: str, pool_size: int, path: str) -> None:
     engine = make_engine(url, pool_size=pool_size, max_overflow=4)
-    sessions = session_factory(engine.execution_options(sqlite_begin="IMMEDIATE"))
+    write_engine = engine.execution_options(sqlite_begin="IMMEDIATE")
     loop = asyncio.get_running_loop()
     try:
         while True:
@@ -378,7 +398,7 @@ async def _child(conn: Any, url: str, pool_size: int) -> None:
             asks, duration, count, start_at = command
             try:
                 await asyncio.sleep(max(0.0, start_at - time.monotonic()))
-                conn.send(("ok", *(await ledger_phase(sessions, asks, Clock(duration, count)))))
+                conn.send(("ok", *(await ledger_phase(write_engine, asks, Clock(duration, count), path))))
             except Exception:  # handed to the parent, which stops the run
                 import traceback
                 conn.send(("error", traceback.format_exc(), 0.0))
@@ -389,26 +409,25 @@ async def _child(conn: Any, url: str, pool_size: int) -> None:
 class LedgerRunner:
     """Runs ledger phases in this process, or with the workers split over --processes children.
 
-    One Python process spends about 6-9 ms of CPU per Hold + settle (the ORM,
-    two sessions, 23 round trips): on a machine with more cores, children
-    show what the database side can take.
+    On a machine with more cores, children show what the database side can take.
     """
 
-    def __init__(self, url: str, concurrency: int, processes: int) -> None:
-        self.url, self.concurrency, self.processes = url, concurrency, processes
+    def __init__(self, url: str, concurrency: int, processes: int, path: str = "hot") -> None:
+        self.url, self.concurrency, self.processes, self.path = url, concurrency, processes, path
         self.children: list[tuple[Any, Any]] = []  # (process, pipe)
 
     async def start(self) -> None:
         setup_pool = self.concurrency if self.processes == 1 else 4
         self.engine = make_engine(self.url, pool_size=setup_pool, max_overflow=4)
         # As api.services.build_ledger: the write sessions (the option only matters on SQLite).
-        self.sessions = session_factory(self.engine.execution_options(sqlite_begin="IMMEDIATE"))
+        self.write_engine = self.engine.execution_options(sqlite_begin="IMMEDIATE")
+        self.sessions = session_factory(self.write_engine)
         if self.processes > 1:
             import multiprocessing
             context = multiprocessing.get_context("spawn")
             for share in split(self.concurrency, self.processes):
                 parent_end, child_end = context.Pipe()
-                process = context.Process(target=child_main, args=(child_end, self.url, share), daemon=True)
+                process = context.Process(target=child_main, args=(child_end, self.url, share, self.path), daemon=True)
                 process.start()
                 self.children.append((process, parent_end))
 
@@ -418,7 +437,7 @@ class LedgerRunner:
 
     async def phase(self, asks: list[HoldAsk], duration: float | None, count: int | None) -> tuple[Tally, float]:
         if not self.children:
-            return await ledger_phase(self.sessions, asks, Clock(duration, count))
+            return await ledger_phase(self.write_engine, asks, Clock(duration, count), self.path)
         loop = asyncio.get_running_loop()
         shares = split(len(asks), len(self.children))
         counts = split(count, len(self.children)) if count is not None else [None] * len(self.children)
@@ -446,6 +465,14 @@ class LedgerRunner:
         await self.engine.dispose()
 
 
+def cpu_per_pair(cpu: dict, pairs: int) -> dict[str, float | None]:
+    """CPU per pair, in ms: the bench's process(es) (the ingress's cost of the ledger), and PostgreSQL's."""
+    if not pairs:
+        return {"bench_cpu_ms_per_pair": None, "postgres_cpu_ms_per_pair": None}
+    return {"bench_cpu_ms_per_pair": round(cpu["bench_cpu_s"] * 1000 / pairs, 3),
+            "postgres_cpu_ms_per_pair": round(cpu["postgres_cpu_s"] * 1000 / pairs, 3)}
+
+
 def ledger_figures(tally: Tally, wall: float, cpu: dict) -> dict[str, Any]:
     before = None  # pairs/s while the allowance lasted
     if tally.first_shortfall_s:
@@ -462,7 +489,7 @@ def ledger_figures(tally: Tally, wall: float, cpu: dict) -> dict[str, Any]:
         "p50_settle_ms": ms(percentile(tally.settle_s, 0.5)), "p90_settle_ms": ms(percentile(tally.settle_s, 0.9)),
         "p99_settle_ms": ms(percentile(tally.settle_s, 0.99)),
         "p50_shortfall_ms": ms(percentile(tally.shortfall_s, 0.5)) if tally.shortfall_s else None,
-        "cpu": cpu,
+        "cpu": cpu, **cpu_per_pair(cpu, tally.window_pairs),
     }
 
 
@@ -577,6 +604,13 @@ def cpu_text(cpu: dict) -> str:
     return line
 
 
+def pair_cpu_text(figures: dict) -> str:
+    if figures["bench_cpu_ms_per_pair"] is None:
+        return "no pairs"
+    return (f"per pair: bench {figures['bench_cpu_ms_per_pair']:.2f} ms CPU, "
+            f"postgres {figures['postgres_cpu_ms_per_pair']:.2f} ms")
+
+
 async def main_async(args: argparse.Namespace) -> int:
     dsn = await recreate_database(args.admin_dsn, args.database)
     url = dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
@@ -592,13 +626,14 @@ async def main_async(args: argparse.Namespace) -> int:
     n = args.concurrency
     report: dict[str, Any] = {
         "settings": {"concurrency": n, "duration_s": duration, "count": args.count, "warmup_s": args.warmup,
-                     "modes": args.modes, "processes": args.processes, "database": args.database,
+                     "modes": args.modes, "processes": args.processes, "path": args.path, "database": args.database,
                      "cpus": os.cpu_count()},
         "baseline": {}, "ledger": {},
     }
     span = f"duration={duration}s" if duration is not None else f"count={args.count}"
     where = dsn.rsplit("@", 1)[-1].rsplit("/", 1)[0]
-    print(f"ledger: concurrency={n} {span} warmup={args.warmup}s processes={args.processes} backend=postgresql "
+    print(f"ledger: concurrency={n} {span} warmup={args.warmup}s processes={args.processes} path={args.path} "
+          f"backend=postgresql "
           f"({where}, {os.cpu_count()} CPUs)", flush=True)
 
     if not args.no_baseline:
@@ -611,9 +646,10 @@ async def main_async(args: argparse.Namespace) -> int:
                   "sqlalchemy_rows": "baseline SQLAlchemy session, row per worker:"}
         for name, figures in base.items():
             print(f"{labels[name]:<45}{figures['pairs_per_s']:>7.0f} pairs/s ({figures['pairs']} pairs)  "
-                  f"p50 pair {figures['p50_pair_ms']} ms  {cpu_text(figures['cpu'])}", flush=True)
+                  f"p50 pair {figures['p50_pair_ms']} ms  {cpu_text(figures['cpu'])}; "
+                  f"{pair_cpu_text(figures)}", flush=True)
 
-    runner = LedgerRunner(url, n, args.processes)
+    runner = LedgerRunner(url, n, args.processes, args.path)
     await runner.start()
     seen_used: dict[uuid.UUID, int] = {}
     seen_settled: dict[uuid.UUID, int] = {}
@@ -670,7 +706,7 @@ async def main_async(args: argparse.Namespace) -> int:
             if figures["p50_shortfall_ms"] is not None:
                 line += f"  p50 shortfall {figures['p50_shortfall_ms']} ms"
             print(line, flush=True)
-            print(f"{'':<16}{cpu_text(cpu)}", flush=True)
+            print(f"{'':<16}{cpu_text(cpu)}; {pair_cpu_text(figures)}", flush=True)
     finally:
         await runner.close()
 
@@ -735,6 +771,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the one User's allowance (default: half the pairs its warm-up predicts x 54)")
     parser.add_argument("--processes", type=int, default=1,
                         help="split the ledger's workers over this many processes (default 1: all in this one)")
+    parser.add_argument("--path", choices=("hot", "session"), default="hot",
+                        help="hot: take_hold_on / end_hold_on on the engine, as the API (default); "
+                             "session: take_hold / end_hold in a session each")
     parser.add_argument("--no-baseline", action="store_true", help="skip the SELECT 1 / UPDATE baseline")
     parser.add_argument("--admin-dsn", default=DEFAULT_ADMIN_DSN,
                         help="asyncpg DSN of a database to connect to while making ours (ACS_TEST_PG_ADMIN_URL)")

@@ -5,14 +5,20 @@ caller X-Request-Id, makes a UUID otherwise, and appends X-Request-ID to
 every answer, next to the one the API sets. This guard sits outside it, so
 the id follows the spec (the caller's only when it has 1-64 of
 [A-Za-z0-9_-]) and every answer carries exactly one X-Request-Id.
+
+It also stamps the proxy's wall time on the request (`x-acs-proxy-start`,
+replacing any caller's), from which the ingress's Server-Timing counts the
+`proxy` stage (api/timing.py).
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.middleware import Middleware
 
 from api.middleware import CALLER_ID, new_request_id
+from api.timing import PROXY_HEADER
 
 HEADER = b"x-request-id"
 
@@ -24,10 +30,11 @@ class RequestIdGuard:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != HEADER]
+        stamp = f"{time.time():.6f}".encode()
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in (HEADER, PROXY_HEADER)]
         caller = [v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == HEADER]
         request_id = caller[0] if len(caller) == 1 and CALLER_ID.match(caller[0]) else new_request_id()
-        scope = {**scope, "headers": headers + [(HEADER, request_id.encode())]}
+        scope = {**scope, "headers": headers + [(HEADER, request_id.encode()), (PROXY_HEADER, stamp)]}
 
         async def send_one_id(message: dict) -> None:
             if message["type"] == "http.response.start":

@@ -152,6 +152,38 @@ def classify_failure(error: BaseException) -> Exception:
     return error if isinstance(error, Exception) else RuntimeError(str(error))
 
 
+class OutputClock:
+    """The engine's figures for api/timing.py, on the first and the last output only.
+
+    queue, prefill and decode come from vLLM's RequestStateStats (`RequestOutput.metrics`,
+    EngineCore monotonic timestamps); without them (stats off) from this wrapper's
+    clock: prefill = to the first output (the queue in it), decode = the rest.
+    """
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.first_at: float | None = None
+
+    def timing(self, out: Any, first: bool) -> dict[str, float] | None:
+        now = time.perf_counter()
+        if first:
+            self.first_at = now
+        if not (first or out.finished):
+            return None
+        timing = {"vllm": now - self.started}
+        stats = getattr(out, "metrics", None)
+        if stats is not None and getattr(stats, "scheduled_ts", 0.0) and getattr(stats, "first_token_ts", 0.0):
+            timing["queue"] = max(stats.scheduled_ts - stats.queued_ts, 0.0) if stats.queued_ts else 0.0
+            timing["prefill"] = max(stats.first_token_ts - stats.scheduled_ts, 0.0)
+            if out.finished:
+                timing["decode"] = max(stats.last_token_ts - stats.first_token_ts, 0.0)
+        else:
+            timing["prefill"] = (self.first_at or now) - self.started
+            if out.finished:
+                timing["decode"] = now - (self.first_at or now)
+        return timing
+
+
 class VllmEngine(Engine):
     def __init__(self, weights: str, engine_args: dict[str, Any], cpu: bool = True,
                  on_stage: Callable[[str], None] | None = None) -> None:
@@ -176,8 +208,11 @@ class VllmEngine(Engine):
 
     async def generate(self, request: GenerateRequest) -> AsyncIterator[EngineOutput]:
         first, deltas = True, Deltas()
+        clock = OutputClock()
         async for out in self._outputs(request):
-            yield to_engine_output(out, first, deltas if request.sampling.capture_layers else None)
+            output = to_engine_output(out, first, deltas if request.sampling.capture_layers else None)
+            output.timing = clock.timing(out, first)
+            yield output
             first = False
 
     async def forward(self, request: ForwardRequest) -> list[PromptRows]:

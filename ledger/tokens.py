@@ -8,24 +8,38 @@ row is locked by every Hold of the User, so it orders them all. It is taken
 whole from this month's allowance when it fits there, else from the
 Budget; a key with its own Budget pays there too. Each Hold ends once:
 settled to what the request used, or released.
+
+Two ways in, one set of statements: `take_hold` / `end_hold` in the caller's
+session, and the hot path the API takes, `take_hold_on` / `end_hold_on` on an
+engine, no session: on PostgreSQL they run on the pool's asyncpg connection
+as prepared statements (a Hold: BEGIN, 3 statements, COMMIT; its end: one
+statement, or BEGIN, 2-3, COMMIT when a key's Budget paid too).
 """
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import case, insert, or_, select, update
+from sqlalchemy import bindparam, case, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+from sqlalchemy.exc import NoResultFound
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.util import greenlet_spawn
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.coltypes import utcnow
+from ledger.db import SKIP_PING
 from ledger.ids import uuid7
 from ledger.models import (
     Budget, Counting, Hold, HoldState, MonthlyUsage, PaysFrom, UsageSource, UsageStatus, User,
 )
 
 DEFAULT_MONTHLY_ALLOWANCE = 5_000_000
+T = TypeVar("T")
 
 
 def month_of(moment: datetime) -> str:
@@ -106,94 +120,267 @@ def lowered_max_tokens(ask: HoldAsk, balances: Balances) -> int:
     return min(best, ask.max_tokens) if best >= 1 else 0
 
 
-def _upsert(session: AsyncSession) -> Any:
-    """The dialect's INSERT, which has ON CONFLICT on both PostgreSQL and SQLite."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    # An AsyncConnection has the dialect; an AsyncSession reaches it through its bind.
-    dialect = getattr(session, "dialect", None) or session.bind.dialect
-    return (postgresql if dialect.name == "postgresql" else sqlite).insert
+# -- the statements, built once at import ---------------------------------------
+# Built once, each statement's cache key is computed from the same objects and
+# SQLAlchemy's compiled cache hits; on PostgreSQL the hot path runs them on the
+# driver's connection, compiled once (below), as prepared statements.
+_usage, _budgets, _holds, _users = MonthlyUsage.__table__, Budget.__table__, Hold.__table__, User.__table__
 
 
-async def _lock_month(session: AsyncSession, user_id: uuid.UUID, month: str) -> int:
-    """This month's allowance used, its row made if needed and locked, in one statement."""
-    table = MonthlyUsage.__table__
-    statement = _upsert(session)(table).values(user_id=user_id, month=month, used=0)
-    statement = statement.on_conflict_do_update(
-        index_elements=[table.c.user_id, table.c.month], set_={"used": table.c.used},
-    ).returning(table.c.used)
-    return int((await session.execute(statement)).scalar_one())
+def _floor0(value: Any) -> Any:
+    """Never below 0: usage past a Hold is taken down to 0."""
+    return case((value < 0, 0), else_=value)
 
 
-async def _lock_budgets(session: AsyncSession, user_id: uuid.UUID, key_id: uuid.UUID | None) -> dict:
-    """Tokens left in the User's Budget (key None) and the key's own, locked in one fixed order."""
-    table = Budget.__table__
-    owners = table.c.key_id.is_(None) if key_id is None else or_(table.c.key_id.is_(None), table.c.key_id == key_id)
-    query = (select(table.c.key_id, table.c.tokens).where(table.c.user_id == user_id, owners)
-             .order_by(table.c.key_id.is_not(None)).with_for_update())
-    return {row.key_id: int(row.tokens) for row in await session.execute(query)}
+def _allowance() -> Any:
+    return select(_users.c.monthly_allowance).where(_users.c.id == bindparam("uid")).scalar_subquery()
 
 
-async def _allowance(session: AsyncSession, user_id: uuid.UUID, default_allowance: int) -> int:
-    override = (await session.execute(select(User.monthly_allowance).where(User.id == user_id))).scalar_one()
-    return default_allowance if override is None else int(override)
+def _month_upsert(insert_of: Any) -> Any:
+    """This month's allowance used, its row made if needed and locked, with the User's own allowance."""
+    statement = insert_of(_usage).values(user_id=bindparam("uid"), month=bindparam("mon"), used=0)
+    return statement.on_conflict_do_update(
+        index_elements=[_usage.c.user_id, _usage.c.month], set_={"used": _usage.c.used},
+    ).returning(_usage.c.used, _allowance())
 
 
+def _budgets_query(with_key: bool) -> Any:
+    """The User's Budget (key None) and the key's own, locked in one fixed order."""
+    owners = _budgets.c.key_id.is_(None)
+    if with_key:
+        owners = or_(owners, _budgets.c.key_id == bindparam("kid"))
+    return (select(_budgets.c.key_id, _budgets.c.tokens).where(_budgets.c.user_id == bindparam("uid"), owners)
+            .order_by(_budgets.c.key_id.is_not(None)).with_for_update())
+
+
+# The month's row locked as it is (no new row version), else made by the upsert, once a month.
+_MONTH_LOCK = (select(_usage.c.used, _allowance())
+               .where(_usage.c.user_id == bindparam("uid"), _usage.c.month == bindparam("mon"))
+               .with_for_update(of=_usage))
+_MONTH = {"postgresql": _month_upsert(postgresql.insert), "sqlite": _month_upsert(sqlite.insert)}
+_BUDGETS = {False: _budgets_query(False), True: _budgets_query(True)}
+_CHARGE = {
+    "month": update(_usage).where(_usage.c.user_id == bindparam("uid"), _usage.c.month == bindparam("mon"))
+    .values(used=_floor0(_usage.c.used + bindparam("change"))),
+    "budget": update(_budgets).where(_budgets.c.user_id == bindparam("uid"), _budgets.c.key_id.is_(None))
+    .values(tokens=_floor0(_budgets.c.tokens - bindparam("change"))),
+    "key": update(_budgets).where(_budgets.c.key_id == bindparam("kid"))
+    .values(tokens=_floor0(_budgets.c.tokens - bindparam("change"))),
+}
+_HOLD_COLUMNS = ("id", "user_id", "key_id", "source", "model", "request_id", "month", "tokens", "pays_from",
+                 "prompt_tokens", "key_budget", "state", "status", "used", "owner", "lease_until", "created_at")
+_INSERT_HOLD = insert(_holds).values({name: bindparam(f"h_{name}") for name in _HOLD_COLUMNS})
+# Ends a Hold still held and hands back what its counters need: the Hold's row is locked first.
+_END_HOLD = (
+    update(_holds).where(_holds.c.id == bindparam("hid"), _holds.c.state == HoldState.held.value)
+    .values(state=bindparam("e_state"), used=bindparam("e_used"), counting=bindparam("e_counting"),
+            status=bindparam("e_status"), ended_at=bindparam("e_ended_at"))
+    .returning(_holds.c.user_id, _holds.c.month, _holds.c.pays_from, _holds.c.key_id, _holds.c.key_budget,
+               _holds.c.tokens)
+)
+_HOLD_EXISTS = select(_holds.c.id).where(_holds.c.id == bindparam("hid"))
+
+
+def _end_in_one() -> Any:
+    """PostgreSQL: the end of a held Hold without a key Budget as ONE statement (its own transaction).
+
+    The counter's UPDATE joins the ended Hold, so it locks its row only after
+    the Hold's: take_hold's order, as in end_hold. A Hold that pays a key's
+    Budget too touches two counters, whose order within one statement would
+    not be fixed: it (and an ended or unknown Hold) returns no row here and
+    takes the usual transaction.
+    """
+    ended = _END_HOLD.where(_holds.c.key_budget.is_(False)).cte("ended")
+    back = bindparam("e_used") - ended.c.tokens  # what goes back (negative: what is taken past the Hold)
+    month = (update(_usage).where(_usage.c.user_id == ended.c.user_id, _usage.c.month == ended.c.month,
+                                  ended.c.pays_from == PaysFrom.allowance.value)
+             .values(used=_floor0(_usage.c.used + back)))
+    budget = (update(_budgets).where(_budgets.c.user_id == ended.c.user_id, _budgets.c.key_id.is_(None),
+                                     ended.c.pays_from == PaysFrom.budget.value)
+              .values(tokens=_floor0(_budgets.c.tokens - back)))
+    return select(ended.c.tokens).add_cte(month.cte("month_back")).add_cte(budget.cte("budget_back"))
+
+
+_END_IN_ONE = _end_in_one()
+
+
+class _Counters:
+    """The ledger's statements on one transaction; `_run` executes one and returns its rows."""
+
+    dialect = "postgresql"
+
+    async def _run(self, statement: Any, params: dict) -> list:
+        raise NotImplementedError
+
+    async def month(self, user_id: uuid.UUID, month: str) -> tuple[int, int | None]:
+        """Lock this month's row (made if needed): its used tokens, and the User's own allowance."""
+        params = {"uid": user_id, "mon": month}
+        rows = await self._run(_MONTH_LOCK, params) or await self._run(_MONTH[self.dialect], params)
+        used, allowance = rows[0]
+        return int(used), None if allowance is None else int(allowance)
+
+    async def budgets(self, user_id: uuid.UUID, key_id: uuid.UUID | None) -> dict:
+        params = {"uid": user_id} if key_id is None else {"uid": user_id, "kid": key_id}
+        return {row[0]: int(row[1]) for row in await self._run(_BUDGETS[key_id is not None], params)}
+
+    async def charge(self, user_id: uuid.UUID, month: str, pays_from: PaysFrom, key_id: uuid.UUID | None,
+                     tokens: int) -> None:
+        """Take `tokens` (give them back when negative) where the Hold pays, and from the key's Budget."""
+        if pays_from is PaysFrom.allowance:
+            await self._run(_CHARGE["month"], {"uid": user_id, "mon": month, "change": tokens})
+        else:
+            await self._run(_CHARGE["budget"], {"uid": user_id, "change": tokens})
+        if key_id is not None:
+            await self._run(_CHARGE["key"], {"kid": key_id, "change": tokens})
+
+    async def insert_hold(self, row: dict) -> None:
+        await self._run(_INSERT_HOLD, {f"h_{name}": row[name] for name in _HOLD_COLUMNS})
+
+    async def charge_and_insert(self, row: dict) -> None:
+        """The Hold's charge (its counters are locked already), then its row."""
+        key_id = row["key_id"] if row["key_budget"] else None
+        await self.charge(row["user_id"], row["month"], PaysFrom(row["pays_from"]), key_id, row["tokens"])
+        await self.insert_hold(row)
+
+    async def end_hold(self, hold_id: uuid.UUID, values: dict) -> Any:
+        """The ended Hold's (user_id, month, pays_from, key_id, key_budget, tokens), None if not held."""
+        rows = await self._run(_END_HOLD, {"hid": hold_id, **{f"e_{k}": v for k, v in values.items()}})
+        if rows:
+            return rows[0]
+        if not await self._run(_HOLD_EXISTS, {"hid": hold_id}):
+            raise NoResultFound(f"no Hold {hold_id}")
+        return None
+
+
+class _CoreCounters(_Counters):
+    """Through SQLAlchemy's connection (an AsyncSession's, or an AsyncConnection), on either dialect."""
+
+    def __init__(self, connection: AsyncConnection) -> None:
+        self.connection, self.dialect = connection, connection.dialect.name
+
+    async def _run(self, statement: Any, params: dict) -> list:
+        result = await self.connection.execute(statement, params)
+        return list(result) if result.returns_rows else []
+
+
+class _DriverCounters(_Counters):
+    """PostgreSQL: the same statements, compiled once, on the asyncpg connection (prepared statements)."""
+
+    _compiled: dict[int, tuple[str, tuple[str, ...], dict]] = {}
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+
+    @classmethod
+    def _sql(cls, statement: Any) -> tuple[str, tuple[str, ...], dict]:
+        found = cls._compiled.get(id(statement))
+        if found is None:
+            compiled = statement.compile(dialect=_PG_DIALECT)
+            found = cls._compiled[id(statement)] = (str(compiled), tuple(compiled.positiontup), compiled.params)
+        return found
+
+    async def charge_and_insert(self, row: dict) -> None:
+        """One statement: the charges as CTEs of the Hold's INSERT. Every row they update is locked
+        by this transaction already (month, then Budgets), so their order within it cannot matter."""
+        statement = _CHARGED_INSERT[(PaysFrom(row["pays_from"]), bool(row["key_budget"]))]
+        params = {f"h_{name}": row[name] for name in _HOLD_COLUMNS}
+        params.update(uid=row["user_id"], mon=row["month"], kid=row["key_id"], change=row["tokens"])
+        await self._run(statement, params)
+
+    async def end_in_one(self, hold_id: uuid.UUID, values: dict) -> bool:
+        """True if the Hold ended in one statement, outside any transaction (see _end_in_one)."""
+        return bool(await self._run(_END_IN_ONE, {"hid": hold_id, **{f"e_{k}": v for k, v in values.items()}}))
+
+    async def _run(self, statement: Any, params: dict) -> list:
+        sql, names, defaults = self._sql(statement)
+        args = [params[name] if name in params else defaults[name] for name in names]
+        return await self.driver.fetch(sql, *args)
+
+
+_PG_DIALECT = asyncpg_dialect()
+
+
+def _charged_insert(pays_from: PaysFrom, key_budget: bool) -> Any:
+    charges = [_CHARGE["month" if pays_from is PaysFrom.allowance else "budget"]]
+    charges += [_CHARGE["key"]] if key_budget else []
+    statement = _INSERT_HOLD
+    for i, charge in enumerate(charges):
+        statement = statement.add_cte(charge.cte(f"charge_{i}"))
+    return statement
+
+
+_CHARGED_INSERT = {(p, k): _charged_insert(p, k) for p in PaysFrom for k in (False, True)}
+
+
+# -- a Hold and its end ------------------------------------------------------------
 async def read_balances(session: AsyncSession, ask: HoldAsk, month: str, default_allowance: int) -> Balances:
     """Lock the counters a Hold of this user and key touches (month, then Budgets) and read them."""
-    allowance = await _allowance(session, ask.user_id, default_allowance)
-    used = await _lock_month(session, ask.user_id, month)
-    budgets = await _lock_budgets(session, ask.user_id, ask.key_id)
+    return await _read_balances(_CoreCounters(await session.connection()), ask, month, default_allowance)
+
+
+async def _read_balances(counters: _Counters, ask: HoldAsk, month: str, default_allowance: int) -> Balances:
+    used, override = await counters.month(ask.user_id, month)
+    budgets = await counters.budgets(ask.user_id, ask.key_id)
+    allowance = default_allowance if override is None else override
     return Balances(allowance=allowance, allowance_left=max(0, allowance - used),
                     budget_left=budgets.get(None, 0),
                     key_left=budgets.get(ask.key_id) if ask.key_id in budgets and ask.key_id else None)
 
 
-def _floor0(column: Any, change: Any) -> Any:
-    """column + change, but never below 0: usage past a Hold is taken down to 0."""
-    return case((column + change < 0, 0), else_=column + change)
+def _hold_row(ask: HoldAsk, hold_id: uuid.UUID, month: str, tokens: int, pays_from: PaysFrom, key_budget: bool,
+              now: datetime) -> dict:
+    return dict(
+        id=hold_id, user_id=ask.user_id, key_id=ask.key_id, source=ask.source.value, model=ask.model,
+        request_id=ask.request_id, month=month, tokens=tokens, pays_from=pays_from.value,
+        prompt_tokens=ask.prompt_tokens, key_budget=key_budget, state=HoldState.held.value,
+        status=UsageStatus.running.value, used=0, owner=ask.owner, lease_until=now + timedelta(seconds=ask.lease_s),
+        created_at=now)
 
 
-async def _charge(session: AsyncSession, user_id: uuid.UUID, month: str, pays_from: PaysFrom,
-                  key_id: uuid.UUID | None, tokens: int) -> None:
-    """Take `tokens` (give them back when negative) where the Hold pays, and from the key's Budget."""
-    usage, budgets = MonthlyUsage.__table__, Budget.__table__
-    if pays_from is PaysFrom.allowance:
-        await session.execute(update(usage).where(usage.c.user_id == user_id, usage.c.month == month)
-                              .values(used=_floor0(usage.c.used, tokens)))
-    else:
-        await session.execute(update(budgets).where(budgets.c.user_id == user_id, budgets.c.key_id.is_(None))
-                              .values(tokens=_floor0(budgets.c.tokens, -tokens)))
-    if key_id is not None:
-        await session.execute(update(budgets).where(budgets.c.key_id == key_id)
-                              .values(tokens=_floor0(budgets.c.tokens, -tokens)))
-
-
-async def take_hold(session: AsyncSession, ask: HoldAsk, *, default_allowance: int = DEFAULT_MONTHLY_ALLOWANCE,
-                    now: datetime | None = None) -> Held | Shortfall:
-    """Hold the request's tokens, lowering max_tokens when `ask.may_lower`; one transaction."""
-    now = now or utcnow()
+async def _take(counters: _Counters, ask: HoldAsk, default_allowance: int, now: datetime) -> Held | Shortfall:
+    """The Hold's statements; the caller commits a Held and rolls a Shortfall back."""
     month = month_of(now)
-    balances = await read_balances(session, ask, month, default_allowance)
+    balances = await _read_balances(counters, ask, month, default_allowance)
     max_tokens = ask.max_tokens
     pays_from = balances.fits(ask.tokens())
     if pays_from is None and ask.may_lower:
         max_tokens = lowered_max_tokens(ask, balances)
         pays_from = balances.fits(ask.tokens(max_tokens)) if max_tokens else None
     if pays_from is None:
-        await session.rollback()
         return _shortfall(ask, balances, now)
     tokens = ask.tokens(max_tokens)
     key_budget = balances.key_left is not None
-    await _charge(session, ask.user_id, month, pays_from, ask.key_id if key_budget else None, tokens)
     hold_id = uuid7()
-    await session.execute(insert(Hold.__table__).values(
-        id=hold_id, user_id=ask.user_id, key_id=ask.key_id, source=ask.source.value, model=ask.model,
-        request_id=ask.request_id, month=month, tokens=tokens, pays_from=pays_from.value, prompt_tokens=ask.prompt_tokens,
-        key_budget=key_budget, state=HoldState.held.value, status=UsageStatus.running.value, used=0,
-        owner=ask.owner, lease_until=now + timedelta(seconds=ask.lease_s), created_at=now))
-    await session.commit()
+    await counters.charge_and_insert(_hold_row(ask, hold_id, month, tokens, pays_from, key_budget, now))
     return Held(hold_id, tokens, max_tokens, pays_from)
+
+
+def _end_values(used: int | None, counting: Counting | None, status: UsageStatus, now: datetime | None) -> dict:
+    """The ended Hold's columns: settled to `used`, or released (used None) at 0."""
+    state = HoldState.released if used is None else HoldState.settled
+    return dict(state=state.value, used=0 if used is None else used, counting=counting.value if counting else None,
+                status=status.value, ended_at=now or utcnow())
+
+
+async def _end(counters: _Counters, hold_id: uuid.UUID, used: int | None, counting: Counting | None,
+               status: UsageStatus, now: datetime | None) -> bool:
+    """The Hold's row is locked first, then only the counters it paid from, in take_hold's order."""
+    spent = 0 if used is None else used
+    hold = await counters.end_hold(hold_id, _end_values(used, counting, status, now))
+    if hold is None:
+        return False
+    user_id, month, pays_from, key_id, key_budget, tokens = hold
+    # Back what was not used; past the Hold, take the rest down to 0.
+    await counters.charge(user_id, month, PaysFrom(pays_from), key_id if key_budget else None, spent - tokens)
+    return True
+
+
+async def take_hold(session: AsyncSession, ask: HoldAsk, *, default_allowance: int = DEFAULT_MONTHLY_ALLOWANCE,
+                    now: datetime | None = None) -> Held | Shortfall:
+    """Hold the request's tokens, lowering max_tokens when `ask.may_lower`; one transaction."""
+    result = await _take(_CoreCounters(await session.connection()), ask, default_allowance, now or utcnow())
+    await (session.commit() if isinstance(result, Held) else session.rollback())
+    return result
 
 
 async def check_hold(session: AsyncSession, ask: HoldAsk, *, default_allowance: int = DEFAULT_MONTHLY_ALLOWANCE,
@@ -220,24 +407,122 @@ async def end_hold(session: AsyncSession, hold_id: uuid.UUID, *, used: int | Non
 
 async def end_hold_within(session: AsyncSession, hold_id: uuid.UUID, *, used: int | None,
                           counting: Counting | None, status: UsageStatus, now: datetime | None = None) -> bool:
-    """end_hold inside the caller's transaction (which commits it with its own writes).
+    """end_hold inside the caller's transaction (which commits it with its own writes)."""
+    return await _end(_CoreCounters(await session.connection()), hold_id, used, counting, status, now)
 
-    The Hold's row is locked first, then only the counters it paid from, in
-    the order take_hold locks them (month, the User's Budget, the key's).
+
+# -- the hot path: on an engine, no session ------------------------------------------
+async def take_hold_on(engine: AsyncEngine, ask: HoldAsk, *, default_allowance: int = DEFAULT_MONTHLY_ALLOWANCE,
+                       now: datetime | None = None) -> Held | Shortfall:
+    """take_hold in its own transaction on a connection of `engine`'s pool (the API's Holds)."""
+    return await _in_transaction(engine, lambda c: _take(c, ask, default_allowance, now or utcnow()),
+                                 lambda result: isinstance(result, Held))
+
+
+async def end_hold_on(engine: AsyncEngine, hold_id: uuid.UUID, *, used: int | None, counting: Counting | None,
+                      status: UsageStatus, now: datetime | None = None) -> bool:
+    """end_hold in its own transaction on a connection of `engine`'s pool (the API's settlements)."""
+    if engine.dialect.name == "postgresql":
+        values = _end_values(used, counting, status, now)
+        if await _on_driver(engine, lambda c: c.end_in_one(hold_id, values)):
+            return True
+    return await _in_transaction(engine, lambda c: _end(c, hold_id, used, counting, status, now), bool)
+
+
+async def _in_transaction(engine: AsyncEngine, work: Callable[[_Counters], Awaitable[T]],
+                          keep: Callable[[T], bool]) -> T:
+    """Run `work`, then commit when `keep(result)`, else roll back; an error rolls back."""
+    if engine.dialect.name != "postgresql":
+        # SQLite (the embedded default): its BEGIN comes from the engine's options (ledger.db).
+        async with engine.connect() as connection:
+            result = await work(_CoreCounters(connection))
+            await (connection.commit() if keep(result) else connection.rollback())
+            return result
+    pooled = await _begin(engine)
+    driver, drop = pooled.driver_connection, None
+    try:
+        result = await work(_DriverCounters(driver))
+        await driver.execute("COMMIT" if keep(result) else "ROLLBACK")
+        return result
+    except BaseException as error:
+        if _unusable(error):
+            drop = error
+        else:
+            with contextlib.suppress(Exception):
+                await driver.execute("ROLLBACK")
+        raise
+    finally:
+        # Never back to the pool inside a transaction, nor cut short mid-statement.
+        if drop is not None or driver.is_in_transaction():
+            await greenlet_spawn(pooled.invalidate, drop)
+        await greenlet_spawn(pooled.close)
+
+
+async def _on_driver(engine: AsyncEngine, work: Callable[[_DriverCounters], Awaitable[T]]) -> T:
+    """One statement on its own (PostgreSQL makes it one transaction), on a pooled connection.
+
+    Unpinged, as in _begin: on a dead connection it is tried once more on
+    another, pinged. `work` must be safe to repeat (a Hold's end is: it
+    ends a Hold still held, and the second try finds it ended if the first
+    got through).
     """
-    table = Hold.__table__
-    hold = (await session.execute(select(table).where(table.c.id == hold_id).with_for_update())).one()
-    if hold.state != HoldState.held.value:
-        return False
-    spent = 0 if used is None else used
-    # Back what was not used; past the Hold, take the rest down to 0.
-    key_id = hold.key_id if hold.key_budget else None
-    await _charge(session, hold.user_id, hold.month, PaysFrom(hold.pays_from), key_id, spent - hold.tokens)
-    state = HoldState.released if used is None else HoldState.settled
-    await session.execute(update(table).where(table.c.id == hold_id).values(
-        state=state.value, used=spent, counting=counting.value if counting else None,
-        status=status.value, ended_at=now or utcnow()))
-    return True
+    for attempt in (0, 1):
+        pooled = await _checkout(engine, ping=attempt > 0)
+        try:
+            return await work(_DriverCounters(pooled.driver_connection))
+        except BaseException as error:
+            if not _unusable(error):
+                raise
+            await greenlet_spawn(pooled.invalidate, error)
+            if attempt or not isinstance(error, _CONNECTION_ERRORS):
+                raise
+        finally:
+            await greenlet_spawn(pooled.close)
+    raise AssertionError("unreachable")
+
+
+async def _begin(engine: AsyncEngine) -> Any:
+    """A connection of the pool (its size and timeout hold) in a transaction, driven by asyncpg itself.
+
+    Its BEGIN is its ping: on a dead connection (a Postgres restart) it fails
+    before anything ran, and one more connection is taken, pinged by the pool.
+    """
+    for attempt in (0, 1):
+        pooled = await _checkout(engine, ping=attempt > 0)
+        try:
+            await pooled.driver_connection.execute("BEGIN")
+            return pooled
+        except BaseException as error:
+            if _unusable(error):
+                await greenlet_spawn(pooled.invalidate, error)
+            await greenlet_spawn(pooled.close)
+            if attempt or not isinstance(error, _CONNECTION_ERRORS):
+                raise
+    raise AssertionError("unreachable")
+
+
+async def _checkout(engine: AsyncEngine, *, ping: bool) -> Any:
+    token = SKIP_PING.set(not ping)
+    try:
+        return await engine.raw_connection()
+    finally:
+        SKIP_PING.reset(token)
+
+
+def _unusable(error: BaseException) -> bool:
+    """A connection that failed so, or whose statement was cut short (a cancel), leaves the pool."""
+    return isinstance(error, _CONNECTION_ERRORS) or not isinstance(error, Exception)
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import asyncpg
+    except ImportError:  # SQLite only: the PostgreSQL path never runs
+        return (OSError,)
+    return (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError)
+
+
+_CONNECTION_ERRORS = _connection_errors()
 
 
 async def renew_leases(session: AsyncSession, owner: str, until: datetime) -> None:

@@ -18,6 +18,7 @@ from api.completions.request import PlannedRequest
 from api.completions.settlement import Settlement
 from api.error_mapping import key_refusal_error
 from api.inference.gateway import ModelGateway, Waits
+from api.timing import stage
 from ledger.errors import KeyRefused
 from ledger.keys import recheck
 from ledger.models import UsageSource, UsageStatus
@@ -112,11 +113,13 @@ class Admission:
         """
         exits = contextlib.AsyncExitStack()
         try:
-            if policy.key_line:
-                await self._enter_line(exits, principal)
-            await exits.enter_async_context(gateway.admitted(wait=policy.wait_for_model))
+            with stage("line"):
+                if policy.key_line:
+                    await self._enter_line(exits, principal)
+                await exits.enter_async_context(gateway.admitted(wait=policy.wait_for_model))
             ask = hold_ask(planned, principal, model.id, request_id, policy)
-            held = await self.ledger.hold(ask)
+            with stage("hold"):
+                held = await self.ledger.hold(ask)
             if sink is not None:
                 await _released_on_failure(self.ledger, held.hold_id, sink.attach(held.hold_id))
         except BaseException:

@@ -9,6 +9,7 @@ from api.body import read_capped, read_json
 from api.completions.service import CompletionService
 from api.errors_http import request_id_of
 from api.idempotency import idempotency_key
+from api.timing import stage
 
 router = APIRouter()
 
@@ -22,7 +23,8 @@ CHAT_REFUSAL = (
 async def create_completion(request: Request, principal: WorkKeyDep):
     services = services_of(request)
     key = idempotency_key(request)
-    body = await read_json(request, services.settings.max_body_bytes)
+    with stage("body"):
+        body = await read_json(request, services.settings.max_body_bytes)
     return await CompletionService(services).create(body, request_id_of(request), principal, key)
 
 

@@ -20,6 +20,7 @@ from api.completions.validation import parse_completion_request
 from api.idempotency import replay_response
 from api.inference.gateway import ModelGateway
 from api.services import Services
+from api.timing import stage
 from deployments.checks import ModelFacts
 from ledger.idempotency import Replay, Started
 from ledger.models import UsageStatus
@@ -63,8 +64,10 @@ class CompletionService:
 
     async def create(self, body: Any, request_id: str, principal: Any, idempotency_key: str | None = None) -> Any:
         # Tokenizing a large prompt must not stall the other requests' event loop.
-        planned, model = await asyncio.to_thread(self.prepare, body)
-        await self.services.ledger.check_spend_stop()
+        with stage("validate"):
+            planned, model = await asyncio.to_thread(self.prepare, body)
+        with stage("stop"):
+            await self.services.ledger.check_spend_stop()
         claim = await self._claim(principal, idempotency_key, body)
         if isinstance(claim, Replay):
             return replay_response(claim)
@@ -82,7 +85,8 @@ class CompletionService:
     async def _claim(self, principal: Any, key: str | None, body: Any) -> Started | Replay | None:
         if key is None:
             return None
-        return await self.services.idempotency.start(principal.user_id, key, ROUTE, body)
+        with stage("idempotency"):
+            return await self.services.idempotency.start(principal.user_id, key, ROUTE, body)
 
     async def _free(self, claim: Started | None) -> None:
         if claim is not None:
@@ -158,8 +162,10 @@ class CompletionService:
     async def _collect(self, admitted: Admitted, gateway: ModelGateway, request_id: str) -> dict:
         assembly, settlement = admitted.assembly, admitted.settlement
         try:
-            async for p, output in run_outputs(assembly, gateway, request_id, admitted.waits):
-                assembly.add(p, output)
+            with stage("engine"):
+                async for p, output in run_outputs(assembly, gateway, request_id, admitted.waits):
+                    with stage("assemble"):
+                        assembly.add(p, output)
             check_complete(assembly)
             assembly.check_activations()
         except asyncio.CancelledError:
@@ -170,8 +176,10 @@ class CompletionService:
             raise
         finally:
             await admitted.exits.aclose()
-        await settlement.reported(assembly.usage()["total_tokens"])
-        return assembly.completion()
+        with stage("settle"):
+            await settlement.reported(assembly.usage()["total_tokens"])
+        with stage("serialize"):
+            return assembly.completion()
 
     async def _answer(self, admitted: Admitted, gateway: ModelGateway, request_id: str,
                       claim: Started | None) -> dict:
@@ -194,7 +202,8 @@ class CompletionService:
         # The long wait counts from the request's start, the wait for a place included.
         done, _ = await asyncio.wait({task}, timeout=max(self.settings.long_wait_s - (clock() - started), 0))
         if done:
-            return JSONResponse(task.result(), headers=admitted.headers)
+            with stage("serialize"):
+                return JSONResponse(task.result(), headers=admitted.headers)
         # A request without a stream runs on when its client goes away (shield),
         # and pays only for its usage. Its status and headers go out now, the
         # clamp header among them.
@@ -209,7 +218,8 @@ class CompletionService:
         outputs = run_outputs(admitted.assembly, gateway, request_id, admitted.waits)
         try:
             # The status goes out only once Inference starts its answer.
-            first = await outputs.__anext__()
+            with stage("engine"):
+                first = await outputs.__anext__()
         except BaseException:
             await outputs.aclose()
             await admitted.exits.aclose()

@@ -18,6 +18,7 @@ from api import errors
 from api.error_mapping import refusal_error
 from api.inference.breaker import CircuitBreaker
 from api.inference.clients import EngineClient
+from api.timing import engine_timing
 from deployments.engine import (
     EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused, GenerateRequest,
 )
@@ -152,6 +153,7 @@ class ModelGateway:
                     self._record(error)
                     raise
                 self._waiting.pop(stream_id, None)
+                engine_timing(getattr(output, "timing", None))
                 yield output
                 if output.finished:
                     self._record(None)
