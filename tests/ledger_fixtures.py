@@ -22,6 +22,8 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.db import make_engine, session_factory
+from ledger.grants import grant, set_allowance
+from ledger.keys import create_api_key, create_user
 from ledger.migrate import upgrade
 from ledger.pg_admin import drop_database, recreate_database, sqlalchemy_url
 
@@ -117,3 +119,18 @@ async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession
     engine = make_engine(db_url)
     yield session_factory(engine)
     await engine.dispose()
+
+
+async def user_with_tokens(money: Any, allowance: int | None = None, budget: int = 0, key_budget: int = 0) -> tuple[Any, Any]:
+    """A User with one key: its allowance, a Budget and the key's own Budget (none when 0)."""
+    async with money() as session:
+        user = await create_user(session, f"u-{id(object())}-{asyncio.get_running_loop().time()}")
+        key, _ = await create_api_key(session, user.id, "k")
+        await session.commit()
+    async with money() as session:
+        await set_allowance(session, user.id, allowance)
+    for tokens, key_id in ((budget, None), (key_budget, key.id)):
+        if tokens:
+            async with money() as session:
+                await grant(session, user.id, tokens, key_id=key_id)
+    return user.id, key.id

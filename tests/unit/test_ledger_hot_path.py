@@ -15,12 +15,12 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import NoResultFound
 
 from ledger.db import make_engine, session_factory
-from ledger.grants import grant, set_allowance, standing
+from ledger.grants import standing
 from ledger.ids import uuid7
-from ledger.keys import create_api_key, create_user
 from ledger.models import Counting, Hold, PaysFrom, UsageStatus
 from ledger.tokens import HoldAsk, Held, Shortfall, end_hold, end_hold_on, take_hold, take_hold_on
 from tests.ledger_fixtures import db_url, pg_url  # noqa: F401
+from tests.ledger_fixtures import user_with_tokens
 
 NOV = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 DEC = datetime(2026, 12, 1, 0, 5, tzinfo=timezone.utc)
@@ -57,20 +57,7 @@ async def write_engine(db_url: str) -> Any:  # noqa: F811
 
 
 async def new_user(engine: Any, allowance: int | None = None, budget: int = 0, key_budget: int = 0) -> tuple:
-    sessions = session_factory(engine)
-    async with sessions() as session:
-        user = await create_user(session, f"u-{uuid7()}")
-        key, _ = await create_api_key(session, user.id, "k")
-        await session.commit()
-    async with sessions() as session:
-        await set_allowance(session, user.id, allowance)
-    if budget:
-        async with sessions() as session:
-            await grant(session, user.id, budget)
-    if key_budget:
-        async with sessions() as session:
-            await grant(session, user.id, key_budget, key_id=key.id)
-    return user.id, key.id
+    return await user_with_tokens(session_factory(engine), allowance, budget, key_budget)
 
 
 def sky(user_id: Any, key_id: Any, max_tokens: int, may_lower: bool = True, choices: int = 1) -> HoldAsk:

@@ -10,11 +10,11 @@ import pytest
 import pytest_asyncio
 
 from ledger.db import make_engine, session_factory
-from ledger.grants import grant, set_allowance, standing
-from ledger.keys import create_api_key, create_user
+from ledger.grants import grant, standing
 from ledger.models import Counting, PaysFrom, UsageStatus
 from ledger.tokens import HoldAsk, Held, Shortfall, end_hold, take_hold
 from tests.ledger_fixtures import db_url, pg_url  # noqa: F401
+from tests.ledger_fixtures import user_with_tokens as new_user
 
 # Every Hold of these tests starts, ends and is read at NOV or a time given beside
 # it, never at the real clock: the tests pass on any date.
@@ -27,19 +27,6 @@ async def money(db_url: str) -> Any:  # noqa: F811
     engine = make_engine(db_url)
     yield session_factory(engine.execution_options(sqlite_begin="IMMEDIATE"))
     await engine.dispose()
-
-
-async def new_user(money: Any, allowance: int | None = None, budget: int = 0) -> tuple[Any, Any]:
-    async with money() as session:
-        user = await create_user(session, f"u-{id(object())}-{asyncio.get_running_loop().time()}")
-        key, _ = await create_api_key(session, user.id, "k")
-        await session.commit()
-    async with money() as session:
-        await set_allowance(session, user.id, allowance)
-    if budget:
-        async with money() as session:
-            await grant(session, user.id, budget)
-    return user.id, key.id
 
 
 def sky(user_id: Any, key_id: Any, max_tokens: int, may_lower: bool = True, choices: int = 1) -> HoldAsk:
