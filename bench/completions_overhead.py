@@ -18,6 +18,14 @@ run fails.
 
 For ours it also reads each timed answer's `Server-Timing` header (api/timing.py)
 and prints the median of each stage, and of what no stage covers.
+
+`--stream` sends the same workload with `"stream": true` (and
+`stream_options.include_usage`, for the token count) and notes at the client
+when each SSE event that carries text arrives: the time to first token
+(send to the first such event) and the gaps between them (inter-token
+latency). The engine's decode step is the same on both sides, so what ours
+adds to the TTFT and ITL over vLLM's is what our path adds between a token
+leaving the engine and its event reaching the client.
 """
 from __future__ import annotations
 
@@ -71,6 +79,8 @@ class Sample:
     completion_tokens: int
     text: str
     stages: dict[str, float] | None = None  # ours: the Server-Timing header, in ms
+    ttft_s: float | None = None  # --stream: send to the first event carrying text
+    itl_s: list[float] = field(default_factory=list)  # --stream: gaps between such events
 
 
 @dataclass
@@ -87,6 +97,7 @@ class SideResult:
     startup_s: float
     other_cpu: float  # share of the machine's CPU that other processes used meanwhile
     stages_p50_ms: dict[str, float] = field(default_factory=dict)  # ours: Server-Timing medians
+    stream: dict[str, float] = field(default_factory=dict)  # --stream: TTFT and ITL percentiles, in ms
     texts: dict[int, str] = field(default_factory=dict, repr=False)
 
 
@@ -127,7 +138,28 @@ def summarize(name: str, samples: list[Sample], elapsed: float, startup: float, 
         p50_ms=percentile(latencies, 0.5) * 1000, p90_ms=percentile(latencies, 0.9) * 1000,
         startup_s=round(startup, 1), other_cpu=round(other_cpu, 3), stages_p50_ms=stage_medians(samples),
         texts={i % len(PROMPTS): s.text for i, s in enumerate(samples)},
+        stream=stream_figures(samples),
     )
+
+
+def stream_figures(samples: list[Sample]) -> dict[str, float]:
+    """TTFT over the requests and ITL over every gap of every request: p50 / p90, in ms."""
+    ttft = [s.ttft_s for s in samples if s.ttft_s is not None]
+    if not ttft:
+        return {}
+    itl = [gap for s in samples for gap in s.itl_s]
+    out = {"ttft_p50_ms": percentile(ttft, 0.5) * 1000, "ttft_p90_ms": percentile(ttft, 0.9) * 1000,
+           "token_events": len(itl) + len(ttft)}
+    if itl:
+        # One request's mean gap (first token event to last, over the gaps): unlike single gaps it
+        # does not read 0 when events arrive in bursts (several in one read at the client).
+        per_request = [sum(s.itl_s) / len(s.itl_s) for s in samples if s.itl_s]
+        out |= {"itl_p50_ms": percentile(itl, 0.5) * 1000, "itl_p90_ms": percentile(itl, 0.9) * 1000,
+                "itl_mean_ms": sum(itl) / len(itl) * 1000,
+                "req_itl_p50_ms": percentile(per_request, 0.5) * 1000,
+                "req_itl_p90_ms": percentile(per_request, 0.9) * 1000,
+                "burst_share": sum(gap < 0.001 for gap in itl) / len(itl)}
+    return out
 
 
 # -- the workload -----------------------------------------------------------------
@@ -152,14 +184,52 @@ async def one_request(client: Any, model: str, i: int, max_tokens: int) -> Sampl
                   parse_server_timing(timing) if timing else None)
 
 
-async def run_load(client: Any, model: str, count: int, concurrency: int, max_tokens: int) -> tuple[list[Sample], float]:
+async def one_stream(client: Any, model: str, i: int, max_tokens: int) -> Sample:
+    """The same request as a stream; each event carrying text is timed as it arrives."""
+    body = {**completion_body(model, i, max_tokens), "stream": True, "stream_options": {"include_usage": True}}
+    start = time.perf_counter()
+    arrivals: list[float] = []
+    parts: list[str] = []
+    usage: dict[str, int] | None = None
+    async with client.stream("POST", "/completions", json=body) as response:
+        if response.status_code != 200:
+            raise RequestFailed(f"request {i}: HTTP {response.status_code}: {(await response.aread())[:500]!r}")
+        timing = response.headers.get("server-timing")
+        async for line in response.aiter_lines():
+            now = time.perf_counter()
+            if not line.startswith("data:"):
+                continue  # blank separators, keep-alive comments
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                break
+            event = json.loads(payload)
+            if "error" in event:
+                raise RequestFailed(f"request {i}: error event: {payload[:500]}")
+            if event.get("usage"):
+                usage = event["usage"]
+            text = "".join(c.get("text") or "" for c in event.get("choices") or [])
+            if text:
+                arrivals.append(now)
+                parts.append(text)
+    latency = time.perf_counter() - start
+    if usage is None:
+        raise RequestFailed(f"request {i}: the stream carried no usage chunk")
+    return Sample(latency, usage["prompt_tokens"], usage["completion_tokens"], "".join(parts),
+                  parse_server_timing(timing) if timing else None,
+                  ttft_s=arrivals[0] - start if arrivals else None,
+                  itl_s=[b - a for a, b in zip(arrivals, arrivals[1:])])
+
+
+async def run_load(client: Any, model: str, count: int, concurrency: int, max_tokens: int,
+                   stream: bool = False) -> tuple[list[Sample], float]:
     """`count` requests by `concurrency` workers; samples in request order, and wall seconds."""
     samples: list[Sample | None] = [None] * count
     next_index = iter(range(count))
+    send = one_stream if stream else one_request
 
     async def worker() -> None:
         for i in next_index:
-            samples[i] = await one_request(client, model, i, max_tokens)
+            samples[i] = await send(client, model, i, max_tokens)
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
@@ -179,9 +249,9 @@ async def measure(base: str, key: str | None, model: str, args: argparse.Namespa
                   probe: OtherLoad) -> tuple[list[Sample], float]:
     async with http_client(base, key, args.concurrency) as client:
         if args.warmup:
-            await run_load(client, model, args.warmup, args.concurrency, args.max_tokens)
+            await run_load(client, model, args.warmup, args.concurrency, args.max_tokens, args.stream)
         probe.start()
-        return await run_load(client, model, args.requests, args.concurrency, args.max_tokens)
+        return await run_load(client, model, args.requests, args.concurrency, args.max_tokens, args.stream)
 
 
 # -- server processes ---------------------------------------------------------------
@@ -420,6 +490,16 @@ def side_line(r: SideResult) -> str:
             f"p50 {r.p50_ms:.0f} ms p90 {r.p90_ms:.0f} ms")
 
 
+def stream_line(r: SideResult) -> str:
+    f = r.stream
+    line = f"{r.name + ':':6} TTFT p50 {f['ttft_p50_ms']:.1f} ms p90 {f['ttft_p90_ms']:.1f} ms"
+    if "itl_p50_ms" in f:
+        line += (f"; ITL p50 {f['itl_p50_ms']:.1f} ms p90 {f['itl_p90_ms']:.1f} ms mean {f['itl_mean_ms']:.1f} ms"
+                 f"; per-request mean ITL p50 {f['req_itl_p50_ms']:.1f} ms p90 {f['req_itl_p90_ms']:.1f} ms"
+                 f"; gaps under 1 ms {f['burst_share']:.0%}")
+    return line + f" ({f['token_events']} token events)"
+
+
 def stages_line(r: SideResult) -> str:
     return (f"{r.name} Server-Timing medians (ms): "
             + ", ".join(f"{name} {ms:.2f}" for name, ms in r.stages_p50_ms.items()))
@@ -440,16 +520,20 @@ def compare(ours: SideResult, vllm: SideResult) -> dict[str, Any]:
 
 def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, Any]:
     print(f"\ncompletions_overhead: requests={args.requests} concurrency={args.concurrency} "
-          f"max_tokens={args.max_tokens}")
+          f"max_tokens={args.max_tokens}" + (" stream" if args.stream else ""))
     for name in ("vllm", "ours"):
         if name in sides:
             print(side_line(sides[name]))
+    if args.stream:
+        for name in ("vllm", "ours"):
+            if name in sides and sides[name].stream:
+                print(stream_line(sides[name]))
     for r in sides.values():
         if r.stages_p50_ms:
             print(stages_line(r))
     out: dict[str, Any] = {
         "requests": args.requests, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
-        "warmup": args.warmup, "model_dir": args.model_dir, "vllm_env": args.vllm_env,
+        "warmup": args.warmup, "model_dir": args.model_dir, "vllm_env": args.vllm_env, "stream": args.stream,
         **{name: {k: v for k, v in asdict(r).items() if k != "texts"} for name, r in sides.items()},
     }
     print("other processes' CPU while measuring: "
@@ -464,6 +548,22 @@ def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, 
         print(f"completion tokens: vllm {sides['vllm'].completion_tokens} ours {sides['ours'].completion_tokens} "
               f"(diff {cmp['completion_tokens_diff']:.1%}); prompt tokens: vllm {sides['vllm'].prompt_tokens} "
               f"ours {sides['ours'].prompt_tokens}; prompts whose text differs: {cmp['prompts_with_different_text']}")
+        if args.stream and sides["ours"].stream and sides["vllm"].stream:
+            o, v = sides["ours"].stream, sides["vllm"].stream
+            ratios = {k: o[k] / v[k] for k in ("ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "itl_p90_ms",
+                                                      "req_itl_p50_ms", "req_itl_p90_ms")
+                      if k in o and k in v and v[k] > 0}
+            cmp["stream_ratios"] = ratios
+            print("stream ratios (ours/vllm): "
+                  + ", ".join(f"{k.removesuffix('_ms').replace('_', ' ')} {x:.3f}" for k, x in ratios.items())
+                  + f"; added TTFT p50 {o['ttft_p50_ms'] - v['ttft_p50_ms']:+.1f} ms"
+                  + (f", added ITL p50 {o['itl_p50_ms'] - v['itl_p50_ms']:+.1f} ms" if "itl_p50_ms" in ratios else ""))
+            print("the engine's decode step is the same on both sides: what ours adds to TTFT and ITL over "
+                  "vLLM's is what our path adds between a token leaving the engine and its event reaching the client "
+                  "(caveat: Ray runs our engine on one OpenMP thread; --vllm-env OMP_NUM_THREADS=1 is the control)")
+            print(f"goal (within 10% of vLLM's): " + ", ".join(
+                f"{k.removesuffix('_ms').replace('_', ' ')} {'met' if x <= 1.10 else 'not met'}"
+                for k, x in ratios.items()))
         out["comparison"] = cmp
     return out
 
@@ -492,6 +592,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--vllm-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment for vLLM's server only (repeatable), for experiments")
     p.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the server logs")
+    p.add_argument("--stream", action="store_true",
+                   help="stream the completions; print time to first token and inter-token latency")
     args = p.parse_args()
     if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.warmup < 0:
         p.error("--requests, --concurrency and --max-tokens must be >= 1, --warmup >= 0")
