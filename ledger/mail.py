@@ -84,7 +84,7 @@ async def _deliver_one(sessions: Any, mailer: Mailer, mail_id: Any, now: datetim
         log.warning("mail %s to %s failed: %s", row.id, row.to_address, error)
         await _record(sessions, mail_id, sent_at=None, last_error=f"{type(error).__name__}: {error}")
         return 0
-    await _record(sessions, mail_id, sent_at=utcnow(), last_error=None)
+    await _record(sessions, mail_id, sent_at=now, last_error=None)  # the sender's clock, as its claim
     return 1
 
 

@@ -11,13 +11,12 @@ settled to what the request used, or released.
 
 Two ways in, one set of statements: `take_hold` / `end_hold` in the caller's
 session, and the hot path the API takes, `take_hold_on` / `end_hold_on` on an
-engine, no session: on PostgreSQL they run on the pool's asyncpg connection
+engine, no session: on PostgreSQL they run on the pool's asyncpg connection (ledger/pooled_driver.py)
 as prepared statements (a Hold: BEGIN, 3 statements, COMMIT; its end: one
 statement, or BEGIN, 2-3, COMMIT when a key's Budget paid too).
 """
 from __future__ import annotations
 
-import contextlib
 import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
@@ -28,11 +27,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.exc import NoResultFound
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.util import greenlet_spawn
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.coltypes import utcnow
-from ledger.db import SKIP_PING
+from ledger import pooled_driver
 from ledger.ids import uuid7
 from ledger.models import (
     Budget, Counting, Hold, HoldState, MonthlyUsage, PaysFrom, UsageSource, UsageStatus, User,
@@ -438,91 +436,11 @@ async def _in_transaction(engine: AsyncEngine, work: Callable[[_Counters], Await
             result = await work(_CoreCounters(connection))
             await (connection.commit() if keep(result) else connection.rollback())
             return result
-    pooled = await _begin(engine)
-    driver, drop = pooled.driver_connection, None
-    try:
-        result = await work(_DriverCounters(driver))
-        await driver.execute("COMMIT" if keep(result) else "ROLLBACK")
-        return result
-    except BaseException as error:
-        if _unusable(error):
-            drop = error
-        else:
-            with contextlib.suppress(Exception):
-                await driver.execute("ROLLBACK")
-        raise
-    finally:
-        # Never back to the pool inside a transaction, nor cut short mid-statement.
-        if drop is not None or driver.is_in_transaction():
-            await greenlet_spawn(pooled.invalidate, drop)
-        await greenlet_spawn(pooled.close)
+    return await pooled_driver.in_transaction(engine, lambda driver: work(_DriverCounters(driver)), keep)
 
 
 async def _on_driver(engine: AsyncEngine, work: Callable[[_DriverCounters], Awaitable[T]]) -> T:
-    """One statement on its own (PostgreSQL makes it one transaction), on a pooled connection.
-
-    Unpinged, as in _begin: on a dead connection it is tried once more on
-    another, pinged. `work` must be safe to repeat (a Hold's end is: it
-    ends a Hold still held, and the second try finds it ended if the first
-    got through).
-    """
-    for attempt in (0, 1):
-        pooled = await _checkout(engine, ping=attempt > 0)
-        try:
-            return await work(_DriverCounters(pooled.driver_connection))
-        except BaseException as error:
-            if not _unusable(error):
-                raise
-            await greenlet_spawn(pooled.invalidate, error)
-            if attempt or not isinstance(error, _CONNECTION_ERRORS):
-                raise
-        finally:
-            await greenlet_spawn(pooled.close)
-    raise AssertionError("unreachable")
-
-
-async def _begin(engine: AsyncEngine) -> Any:
-    """A connection of the pool (its size and timeout hold) in a transaction, driven by asyncpg itself.
-
-    Its BEGIN is its ping: on a dead connection (a Postgres restart) it fails
-    before anything ran, and one more connection is taken, pinged by the pool.
-    """
-    for attempt in (0, 1):
-        pooled = await _checkout(engine, ping=attempt > 0)
-        try:
-            await pooled.driver_connection.execute("BEGIN")
-            return pooled
-        except BaseException as error:
-            if _unusable(error):
-                await greenlet_spawn(pooled.invalidate, error)
-            await greenlet_spawn(pooled.close)
-            if attempt or not isinstance(error, _CONNECTION_ERRORS):
-                raise
-    raise AssertionError("unreachable")
-
-
-async def _checkout(engine: AsyncEngine, *, ping: bool) -> Any:
-    token = SKIP_PING.set(not ping)
-    try:
-        return await engine.raw_connection()
-    finally:
-        SKIP_PING.reset(token)
-
-
-def _unusable(error: BaseException) -> bool:
-    """A connection that failed so, or whose statement was cut short (a cancel), leaves the pool."""
-    return isinstance(error, _CONNECTION_ERRORS) or not isinstance(error, Exception)
-
-
-def _connection_errors() -> tuple[type[BaseException], ...]:
-    try:
-        import asyncpg
-    except ImportError:  # SQLite only: the PostgreSQL path never runs
-        return (OSError,)
-    return (OSError, asyncpg.InterfaceError, asyncpg.PostgresConnectionError)
-
-
-_CONNECTION_ERRORS = _connection_errors()
+    return await pooled_driver.one_statement(engine, lambda driver: work(_DriverCounters(driver)))
 
 
 async def renew_leases(session: AsyncSession, owner: str, until: datetime) -> None:
