@@ -52,6 +52,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from cluster.ray_env import prepare_ray_environment  # noqa: E402
 from deployments.vllm_runtime import prepare_environment  # noqa: E402
 from bench.proc import proc_stat_fields  # noqa: E402
+from bench.process_cpu import ProcessCpu  # noqa: E402
 from api.timing import ENGINE_STAGES, parse as parse_server_timing  # noqa: E402
 
 MODEL_ID = "smollm2-135m"  # the embedded profile's default
@@ -98,6 +99,8 @@ class SideResult:
     other_cpu: float  # share of the machine's CPU that other processes used meanwhile
     stages_p50_ms: dict[str, float] = field(default_factory=dict)  # ours: Server-Timing medians
     stream: dict[str, float] = field(default_factory=dict)  # --stream: TTFT and ITL percentiles, in ms
+    cpu: dict[str, Any] = field(default_factory=dict)  # core-seconds by process role (bench/process_cpu.py)
+    idle_cpu: dict[str, Any] = field(default_factory=dict)  # the same with no request in flight (--idle)
     texts: dict[int, str] = field(default_factory=dict, repr=False)
 
 
@@ -128,7 +131,8 @@ def stage_medians(samples: list[Sample]) -> dict[str, float]:
     return {name: round(percentile(ms, 0.5), 3) for name, ms in values.items()}
 
 
-def summarize(name: str, samples: list[Sample], elapsed: float, startup: float, other_cpu: float) -> SideResult:
+def summarize(name: str, samples: list[Sample], elapsed: float, startup: float, other_cpu: float,
+              cpu: dict[str, Any]) -> SideResult:
     latencies = [s.latency_s for s in samples]
     completion = sum(s.completion_tokens for s in samples)
     return SideResult(
@@ -138,7 +142,7 @@ def summarize(name: str, samples: list[Sample], elapsed: float, startup: float, 
         p50_ms=percentile(latencies, 0.5) * 1000, p90_ms=percentile(latencies, 0.9) * 1000,
         startup_s=round(startup, 1), other_cpu=round(other_cpu, 3), stages_p50_ms=stage_medians(samples),
         texts={i % len(PROMPTS): s.text for i, s in enumerate(samples)},
-        stream=stream_figures(samples),
+        stream=stream_figures(samples), cpu=cpu,
     )
 
 
@@ -250,6 +254,11 @@ async def measure(base: str, key: str | None, model: str, args: argparse.Namespa
     async with http_client(base, key, args.concurrency) as client:
         if args.warmup:
             await run_load(client, model, args.warmup, args.concurrency, args.max_tokens, args.stream)
+        if args.idle:
+            # What the server burns with no request in flight: a cost that every request pays on 2 cores.
+            probe.idle.start()
+            await asyncio.sleep(args.idle)
+            probe.idle_by_role = probe.idle.stop()
         probe.start()
         return await run_load(client, model, args.requests, args.concurrency, args.max_tokens, args.stream)
 
@@ -289,6 +298,9 @@ class OtherLoad:
 
     def __init__(self, sid: int) -> None:
         self.sid = sid
+        self.processes = ProcessCpu(lambda: session_members(sid))
+        self.idle = ProcessCpu(lambda: session_members(sid))
+        self.idle_by_role: dict[str, Any] = {}
 
     def _ours(self) -> int:
         total = 0
@@ -305,10 +317,12 @@ class OtherLoad:
         return values[0] + values[1] + values[2]  # user, nice, system: what processes use
 
     def start(self) -> None:
+        self.processes.start()
         self.t0, self.busy0, self.ours0 = time.monotonic(), self._busy(), self._ours()
 
     def stop(self) -> float:
         """Share of the machine's CPU time (0..1) used by others since start."""
+        self.by_role = self.processes.stop()
         other = (self._busy() - self.busy0) - (self._ours() - self.ours0)
         available = (time.monotonic() - self.t0) * os.sysconf("SC_CLK_TCK") * (os.cpu_count() or 1)
         return max(0.0, other / available)
@@ -478,7 +492,9 @@ def run_side(name: str, start: Callable[[], tuple[Server, str, str | None]], arg
             samples, elapsed = asyncio.run(measure(base, key, MODEL_ID, args, probe))
         except RequestFailed as error:
             raise RuntimeError(f"{name}: {error}; server log tail:\n{server.tail()}") from error
-        return summarize(name, samples, elapsed, startup, probe.stop())
+        result = summarize(name, samples, elapsed, startup, probe.stop(), probe.by_role)
+        result.idle_cpu = probe.idle_by_role
+        return result
     finally:
         if server is not None:
             server.stop(args.stop_timeout)
@@ -498,6 +514,24 @@ def stream_line(r: SideResult) -> str:
                  f"; per-request mean ITL p50 {f['req_itl_p50_ms']:.1f} ms p90 {f['req_itl_p90_ms']:.1f} ms"
                  f"; gaps under 1 ms {f['burst_share']:.0%}")
     return line + f" ({f['token_events']} token events)"
+
+
+def cpu_line(r: SideResult) -> str:
+    """Core-milliseconds per request by process role, while the timed requests ran."""
+    per_request = {role: s * 1000 / r.requests for role, s in r.cpu["core_s"].items()}
+    threads = r.cpu["engine_threads_cores"]
+    return (f"{r.name} CPU per request (core-ms): "
+            + ", ".join(f"{role} {ms:.0f}" for role, ms in per_request.items())
+            + f"; all {sum(per_request.values()):.0f}; EngineCore threads at work: {len(threads)} ("
+            + ", ".join(f"{cores:.2f}" for cores in sorted(threads.values(), reverse=True)) + " cores)")
+
+
+def idle_line(r: SideResult) -> str:
+    seconds = r.idle_cpu["elapsed_s"]
+    shares = {role: s / seconds for role, s in r.idle_cpu["core_s"].items() if s / seconds >= 0.001}
+    return (f"{r.name} CPU while idle ({seconds:.0f} s, share of one core): "
+            + ", ".join(f"{role} {share:.1%}" for role, share in shares.items())
+            + f"; all {sum(shares.values()):.1%}")
 
 
 def stages_line(r: SideResult) -> str:
@@ -531,6 +565,11 @@ def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, 
     for r in sides.values():
         if r.stages_p50_ms:
             print(stages_line(r))
+    for r in sides.values():
+        if r.cpu:
+            print(cpu_line(r))
+        if r.idle_cpu:
+            print(idle_line(r))
     out: dict[str, Any] = {
         "requests": args.requests, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
         "warmup": args.warmup, "model_dir": args.model_dir, "vllm_env": args.vllm_env, "stream": args.stream,
@@ -592,11 +631,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--vllm-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment for vLLM's server only (repeatable), for experiments")
     p.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the server logs")
+    p.add_argument("--idle", type=float, default=10,
+                   help="seconds after the warmup with no request, to measure each server's idle CPU (0: skip)")
     p.add_argument("--stream", action="store_true",
                    help="stream the completions; print time to first token and inter-token latency")
     args = p.parse_args()
-    if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.warmup < 0:
-        p.error("--requests, --concurrency and --max-tokens must be >= 1, --warmup >= 0")
+    if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.warmup < 0 or args.idle < 0:
+        p.error("--requests, --concurrency and --max-tokens must be >= 1, --warmup and --idle >= 0")
     if any("=" not in item for item in args.vllm_env):
         p.error("--vllm-env takes KEY=VALUE")
     if args.skip_ours and args.skip_vllm:

@@ -91,6 +91,14 @@ def _runnable(kind: WorkKind, model_ids: list[str]):
                 ApiKey.status == KeyStatus.active, User.standing == Standing.active)
 
 
+async def queued_kinds(session: AsyncSession, kinds: list[WorkKind], model_ids: list[str]) -> set[WorkKind]:
+    """Which of `kinds` have queued work: an idle Runner's one read a poll for all its queues."""
+    found = (await session.exec(select(Work.kind).where(
+        Work.kind.in_(kinds), Work.status == WorkStatus.queued, Work.model_id.in_(model_ids)).distinct())).all()
+    await session.rollback()
+    return {WorkKind(kind) for kind in found}
+
+
 async def any_queued(session: AsyncSession, kind: WorkKind, model_ids: list[str]) -> bool:
     """A read without locks: an idle Runner polls this, not the claim, which writes."""
     found = (await session.exec(select(Work.id).where(

@@ -4,7 +4,10 @@ One Runner per process; several processes (Serve replicas) may run at once.
 Each kind of work has a handler (`kinds.WorkHandler`) that the composition
 root registers; the Runner knows no kind. It keeps nothing a restart would lose:
 
-- a claim loop per kind takes the next runnable rows when the kind's cap allows;
+- a poll loop reads every kind's queue in one read, and wakes the claim loop of
+  each kind with queued work, which takes the next runnable rows when the kind's
+  cap allows (one read a poll, not one per kind: on 2 cores each read is taken
+  from the engine);
 - a watch loop renews this process's leases, stops the attempts whose rows
   changed (a cancel, a lease that lapsed), queues again the rows of Runners
   that died, and ends queued rows of revoked keys and suspended Users;
@@ -42,7 +45,7 @@ class RunnerTimes:
     """How a Runner paces itself (the settings `ACS_RUNNER_*`)."""
 
     lease_s: float = 30.0  # its leases last this long; it renews them each quarter
-    poll_s: float = 0.1  # an idle claim loop's cheap read of its queue; a Branch waits up to this
+    poll_s: float = 0.1  # how often one cheap read looks at every queue; a Branch waits up to this
     # How often running work is checked for a stop (a cancel, a lost lease): it costs a read each time.
     watch_s: float = 0.25
     grace_s: float = 10.0  # a planned stop gives running work this long
@@ -67,6 +70,7 @@ class Runner:
         self.mailer = mailer  # the App's unsent mail goes out again at each housekeeping
         self.attempts: dict[uuid.UUID, asyncio.Task] = {}
         self._claim_loops: list[asyncio.Task] = []
+        self._wanted = {kind: asyncio.Event() for kind in self.handlers}  # the poll saw queued work
         self._watch: list[asyncio.Task] = []
         self.stopping = False
 
@@ -75,6 +79,7 @@ class Runner:
     def start(self) -> None:
         self.ledger.leases.start()
         self._claim_loops = [asyncio.create_task(self._claim_loop(handler)) for handler in self.handlers.values()]
+        self._claim_loops.append(asyncio.create_task(self._poll_loop()))
         self._watch = [asyncio.create_task(self._watch_loop())]
 
     @property
@@ -98,16 +103,36 @@ class Runner:
 
     # -- the loops --------------------------------------------------------------------------------
 
-    async def _claim_loop(self, handler: WorkHandler) -> None:
+    async def _poll_loop(self) -> None:
         while True:
+            try:
+                kinds = await self._queued_kinds()
+            except Exception:  # noqa: BLE001 - the database can fail; the loop must not
+                log.exception("reading the queues failed")
+                kinds = set()
+            for kind in kinds:
+                self._wanted[kind].set()
+            await asyncio.sleep(self.poll_s)
+
+    async def _queued_kinds(self) -> set[WorkKind]:
+        # While new GPU work is paused, queued work waits (the spec's Spend limit).
+        if await self.ledger.spend_stopped():
+            return set()
+        async with self.ledger.sessions() as session:
+            return await queue.queued_kinds(session, list(self.handlers), self.model_ids)
+
+    async def _claim_loop(self, handler: WorkHandler) -> None:
+        wanted = self._wanted[handler.kind]
+        while True:
+            await wanted.wait()
+            wanted.clear()
             try:
                 claimed = await self._claim(handler.kind)
             except Exception:  # noqa: BLE001 - the database can fail; the loop must not
                 log.exception("claiming %s work failed", handler.kind.value)
                 claimed = []
-            if not claimed:
-                await asyncio.sleep(self.poll_s)
-                continue
+            if claimed:
+                wanted.set()  # more may wait behind them: claim again at once
             for work in claimed:
                 stale = self.attempts.get(work.id)
                 if stale is not None:  # this Runner stalled past its own lease: that attempt is cut
