@@ -1,6 +1,7 @@
 """The Ray Serve ingress: the FastAPI app over the services of this replica."""
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 from fastapi import FastAPI
@@ -8,6 +9,21 @@ from ray import serve
 
 from api.app import create_app
 from api.services import Services
+
+log = logging.getLogger("acs.ingress")
+
+
+class RunnerNudge:
+    """Tells the Runner's replica that work was queued; never waits for it, never fails the request."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+
+    def __call__(self, kind: Any) -> None:
+        try:
+            self.runner.wake.remote(kind.value)
+        except Exception:  # noqa: BLE001 - the Runner's poll finds the work anyway
+            log.warning("could not nudge the Runner", exc_info=True)
 
 
 # Late-bound app: Serve pickles an app given to the decorator, so state set
@@ -20,6 +36,8 @@ class Ingress:
         # The composition root (cluster/composition.py), passed by reference: the API imports no builder.
         self.services = build_services(model_handles, profile)
         self.runner = runner  # the background Runner's handle (Jobs run there, not here)
+        if runner is not None:
+            self.services.wake_runner = RunnerNudge(runner)
         # Renew this replica's Holds; release those of replicas that died.
         self.services.ledger.leases.start()
 

@@ -43,6 +43,10 @@ class Services:
     # links and sign-in tries read: tests hand in a clock of their own.
     mailer: Any = None
     clock: Callable[[], datetime] = utcnow
+    # Told the kind (ledger.models.WorkKind) of work just queued, so that a Runner claims it at
+    # once: in Serve a call on the Runner's handle. The Runner's poll is the fallback, so a
+    # nudge that is lost (or none, in a test) only delays the work by one poll.
+    wake_runner: Callable[[Any], None] = lambda kind: None
 
     def served_models(self) -> list[Any]:
         return list(self.catalog.models.values())

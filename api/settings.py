@@ -49,7 +49,8 @@ class Settings(BaseSettings):
     # Background work (deployments/background): a Runner renews its leases this often
     # over this span; a row whose lease lapsed (its Runner died) runs again.
     runner_lease_s: float = 30.0
-    runner_poll_s: float = 0.1
+    # The fallback for work that no nudge announced (a lapsed lease's row, a lost nudge).
+    runner_poll_s: float = 1.0
     # A planned stop gives running work this long, then queues it again.
     runner_grace_s: float = 10.0
     # How often a Runner drops expired Job results and Idempotency-Keys.

@@ -92,8 +92,11 @@ def runner_times(settings: Settings) -> RunnerTimes:
 
 
 def build_runner(services: Services) -> Runner:
-    return Runner(services.ledger, handlers(services), list(services.catalog.models),
-                  runner_times(services.settings), mailer=services.mailer)
+    runner = Runner(services.ledger, handlers(services), list(services.catalog.models),
+                    runner_times(services.settings), mailer=services.mailer)
+    # Routes that queue work in this process (tests, with the Runner beside them) nudge it directly.
+    services.wake_runner = runner.wake
+    return runner
 
 
 # -- the Serve replicas: bound by reference (cluster/serve_app.py), called in the replica -----------

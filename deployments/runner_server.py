@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from deployments.background.runner import Runner
 from deployments.operations import Operations
+from ledger.models import WorkKind
 
 
 class RunnerServer:
@@ -25,6 +26,10 @@ class RunnerServer:
         # The spend sampler and the warm windows' floor: once per cluster, as this replica is.
         self.operations = build_operations(model_handles, profile)
         self.operations.start()
+
+    async def wake(self, kind: str) -> None:
+        """The ingress queued work of `kind` (a WorkKind's value)."""
+        self.runner.wake(WorkKind(kind))
 
     async def owner(self) -> dict[str, Any]:
         """Who this replica is in the ledger (its leases and Holds), and its process."""

@@ -121,6 +121,7 @@ class HarvestService:
             await self.services.ledger.check_fits(rows.hold_ask(
                 principal.user_id, principal.key_id, plan.model.id, plan.reserved_tokens, harvest_request_id(work_id)))
             work, harvest = await self._enqueue(plan, principal, work_id)
+        self.services.wake_runner(WorkKind.harvest)
         payload = harvest_json(work, harvest, self.clock(), self.links)
         if claim is not None:
             await self.services.idempotency.answered(claim.record_id, 202, payload)

@@ -114,6 +114,7 @@ class JobService:
                 return await self._again(claim, principal)
             await self._check_smallest_request(planned, model, principal)
             work = await self._enqueue(body, model.id, principal)
+        self.services.wake_runner(WorkKind.job)
         payload = job_json(work, utcnow())
         if claim is not None:
             await self.services.idempotency.answered(claim.record_id, 202, payload)

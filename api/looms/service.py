@@ -27,7 +27,7 @@ from ledger import looms
 from ledger.coltypes import utcnow
 from ledger.errors import LoomConflict
 from ledger.idempotency import Replay
-from ledger.models import NodeStatus, UsageSource
+from ledger.models import NodeStatus, UsageSource, WorkKind
 from ledger.tokens import HoldAsk
 
 
@@ -152,6 +152,7 @@ class LoomService:
             requests = [looms.NewNode(branch.node_request(i, model.served_model_name)) for i in range(branch.n)]
             made = await self._write(looms.branch, loom, parent, principal.user_id, principal.key_id,
                                      branch.model, model.id, requests, branch.generation_config(), self.clock())
+            self.services.wake_runner(WorkKind.node)
             return branch_json(made)
 
         return await self.once(principal, key, f"POST /v1/looms/{loom}/nodes/{parent}/branch", body, grow)

@@ -105,6 +105,21 @@ async def who_holds(stack: Any, key: str) -> Principal:
 # -- submit, read, result ------------------------------------------------------------------------------
 
 
+async def test_a_nudge_starts_a_job_at_once_where_the_poll_would_wait(jobs: Jobs, monkeypatch: Any) -> None:
+    """The Runner's poll is only the fallback: the route that queued the work wakes the Runner."""
+    runner = jobs.runner(runner_poll_s=3600)
+    await asyncio.sleep(0.3)  # its first poll, of an empty queue, is over: the next is an hour away
+    unannounced = (await jobs.submit()).json()
+    await asyncio.sleep(0.5)
+    assert (await jobs.get(unannounced["id"])).json()["status"] == "queued"
+
+    monkeypatch.setattr(jobs.stack.services, "wake_runner", runner.wake)
+    announced = (await jobs.submit()).json()
+    await jobs.wait(announced["id"], "succeeded", timeout_s=5)
+    # The claim takes the oldest first, and each attempt's end wakes it again: both ran.
+    await jobs.wait(unannounced["id"], "succeeded", timeout_s=5)
+
+
 async def test_submit_poll_and_fetch_the_result(jobs: Jobs) -> None:
     r = await jobs.submit()
     assert r.status_code == 202, r.text
