@@ -6,6 +6,7 @@ dry-runs. None of this needs a GPU or a cloud account; what they would add is in
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from ray.serve.deployment import deployment_to_schema
 from ray.serve.schema import ServeApplicationSchema, ServeDeploySchema
 
 from api.settings import Settings
+from cluster.ray_env import SERVE_ENV, serve_environment
 from deployments.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,11 +104,21 @@ def test_each_node_runs_the_gpu_setup_and_starts_the_venvs_ray_with_the_settings
     assert config["setup_commands"] == ["cd ~/acs && bash cluster/setup-gpu.sh"]
     assert config["file_mounts"] == {"/home/ubuntu/acs": ".", "/home/ubuntu/acs.env": "~/acs.env"}
     for command in config["head_start_ray_commands"] + config["worker_start_ray_commands"]:
-        assert command.startswith(("~/acs/.venv/bin/ray stop", "set -a && . ~/acs.env && set +a")), command
+        # Serve's settings first (the repository's), then the operator's, which may override them.
+        assert command.startswith((
+            "~/acs/.venv/bin/ray stop", "set -a && . ~/acs/cluster/serve.env && . ~/acs.env && set +a")), command
         if " start " in command:
             assert "~/acs/.venv/bin/ray start" in command
             assert "--metrics-export-port=8080" in command  # Prometheus finds Serve's series there
-            assert "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=cluster.proxy_middleware:middlewares" in command
+    assert serve_environment()["RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"] == "cluster.proxy_middleware:middlewares"
+
+
+def test_the_serve_settings_source_in_a_shell_as_the_cluster_files_do():
+    """cluster/serve.env is read by `.` in bash on the nodes and parsed by cluster/ray_env.py here."""
+    shell = subprocess.run(["bash", "-c", f"set -a && . {SERVE_ENV} && set +a && env"], capture_output=True,
+                           text=True, check=True, env={"PATH": os.environ["PATH"]}).stdout
+    sourced = dict(line.split("=", 1) for line in shell.splitlines() if "=" in line)
+    assert serve_environment() and all(sourced[key] == value for key, value in serve_environment().items())
 
 
 # `serve deploy` ----------------------------------------------------------------------------------------
