@@ -17,7 +17,10 @@ Both sides must generate about the same number of tokens (usage
 run fails.
 
 For ours it also reads each timed answer's `Server-Timing` header (api/timing.py)
-and prints the median of each stage, and of what no stage covers.
+and prints the median of each stage, and of what no stage covers. For both sides it
+prints the CPU each process role spent per timed request and at idle (`--idle`
+seconds after the warmup; bench/process_cpu.py): on 2 cores the serving path's CPU is
+taken from the engine's threads.
 
 `--stream` sends the same workload with `"stream": true` (and
 `stream_options.include_usage`, for the token count) and notes at the client
@@ -599,7 +602,7 @@ def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, 
                   + (f", added ITL p50 {o['itl_p50_ms'] - v['itl_p50_ms']:+.1f} ms" if "itl_p50_ms" in ratios else ""))
             print("the engine's decode step is the same on both sides: what ours adds to TTFT and ITL over "
                   "vLLM's is what our path adds between a token leaving the engine and its event reaching the client "
-                  "(caveat: Ray runs our engine on one OpenMP thread; --vllm-env OMP_NUM_THREADS=1 is the control)")
+                  "(caveat: our engine's step is slower while the platform's other processes take CPU: see the CPU lines)")
             print(f"goal (within 10% of vLLM's): " + ", ".join(
                 f"{k.removesuffix('_ms').replace('_', ' ')} {'met' if x <= 1.10 else 'not met'}"
                 for k, x in ratios.items()))
