@@ -7,7 +7,8 @@ root registers; the Runner knows no kind. It keeps nothing a restart would lose:
 - a poll loop reads every kind's queue in one read, and wakes the claim loop of
   each kind with queued work, which takes the next runnable rows when the kind's
   cap allows (one read a poll, not one per kind: on 2 cores each read is taken
-  from the engine);
+  from the engine); the routes that queue work wake a kind at once (`wake`), so
+  the poll is only the fallback for work that no one announced;
 - a watch loop renews this process's leases, stops the attempts whose rows
   changed (a cancel, a lease that lapsed), queues again the rows of Runners
   that died, and ends queued rows of revoked keys and suspended Users;
