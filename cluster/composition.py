@@ -16,7 +16,7 @@ from api.idempotency import Idempotency
 from api.inference.breaker import CircuitBreaker
 from api.inference.clients import EngineClient, HandleEngineClient
 from api.inference.gateway import ModelGateway
-from api.metrics.counts import counts_from_settings
+from api.metrics.counts import Counts, counts_from_settings
 from api.metrics.line import MeteredKeyLine
 from api.services import Services
 from api.settings import Settings, get_settings
@@ -56,13 +56,17 @@ def build_gateways(settings: Settings, clients: dict[str, EngineClient]) -> dict
 
 
 def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClient], db_engine: Any, *,
-            tokenizers: TokenizerRegistry | None = None) -> Services:
-    """Every service of one process, over its engine clients and its ledger database."""
+            tokenizers: TokenizerRegistry | None = None, counts: Counts | None = None) -> Services:
+    """Every service of one process, over its engine clients and its ledger database.
+
+    `counts`, where given, is where this process's answers and tokens are counted instead of
+    the settings' tally: tests give each in-process stack its own, so that a request another
+    test left running is never counted in theirs."""
     sessions, ledger = build_ledger(settings, db_engine)
     traffic = traffic_from_settings(settings.redis_url)
     traffic.key_line = MeteredKeyLine(traffic.key_line)  # /metrics shows the lines' lengths
     # With Redis every process (each ingress replica, the Runner) adds its counts there, over the traffic's client.
-    counts = counts_from_settings(settings, traffic.redis_client)
+    counts = counts or counts_from_settings(settings, traffic.redis_client)
     tokenizers = tokenizers or TokenizerRegistry()
     admission = Admission(ledger, traffic, tokenizers, sessions, engine_wait_s=settings.engine_timeout_s,
                           counts=counts)

@@ -23,6 +23,8 @@ import pytest_asyncio  # noqa: E402
 
 from api.app import create_app  # noqa: E402
 from api.inference.clients import LocalEngineClient  # noqa: E402
+from api.metrics.counts import Counts  # noqa: E402
+from api.metrics.tally import ProcessTally  # noqa: E402
 from api.services import Services  # noqa: E402
 from cluster.composition import compose  # noqa: E402
 from api.settings import Settings  # noqa: E402
@@ -92,7 +94,11 @@ async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:
     catalog = load_catalog("test")
     clients = {model_id: LocalEngineClient(engine) for model_id in catalog.models}
     app = create_app()
-    app.state.services = compose(config, catalog, clients, sessions.kw["bind"], tokenizers=SHARED_TOKENIZERS)
+    # Without Redis each stack counts in a registry of its own, not the process's: a request
+    # that an earlier test left running must not land in a later test's figures.
+    counts = None if config.redis_url else Counts(ProcessTally())
+    app.state.services = compose(config, catalog, clients, sessions.kw["bind"], tokenizers=SHARED_TOKENIZERS,
+                                 counts=counts)
     sessions = app.state.services.sessions
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api.test", timeout=60)
     return ApiStack(app, app.state.services, engine, await new_key(sessions), http)

@@ -13,6 +13,7 @@ import pytest_asyncio
 from sqlalchemy import delete
 
 from ledger.models import SpendSample, SpendStop, SpendStopChange, WarmWindow
+from tests.waiting import wait_until
 
 
 @dataclass
@@ -84,9 +85,3 @@ async def empty_operations_tables(sessions: Any) -> None:
             await session.exec(delete(table))
         await session.commit()
 
-
-async def wait_until(check: Any, timeout_s: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "the condition never came true"
-        await asyncio.sleep(0.01)

@@ -15,6 +15,7 @@ from deployments.engine import EngineDead, EngineOutOfMemory, EngineRefused
 from ledger.keys import hash_key, set_key_status, set_standing
 from ledger.models import ApiKey, KeyStatus, Standing, User
 from tests.spec import assert_error, validate
+from tests.waiting import wait_until
 
 MiB = 1024 * 1024
 SKY = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2}
@@ -71,13 +72,6 @@ async def suspend_user(stack) -> None:
     async with stack.services.sessions() as session:
         await set_standing(session, await session.get(User, key.user_id), Standing.suspended)
         await session.commit()
-
-
-async def wait_until(predicate, timeout_s: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
-        await asyncio.sleep(0.01)
 
 
 def assert_retry_in_body(error: dict, response: httpx.Response, seconds: int) -> None:

@@ -86,7 +86,8 @@ class Harvests:
         """A Runner of its own process identity that runs harvests only."""
         base = self.stack.services
         clients = {model_id: gateway.client for model_id, gateway in base.gateways.items()}
-        services = compose(base.settings, base.catalog, clients, base.sessions.kw["bind"], tokenizers=base.tokenizers)
+        services = compose(base.settings, base.catalog, clients, base.sessions.kw["bind"], tokenizers=base.tokenizers,
+                           counts=base.counts)
         handler = HarvestHandler(services, self.runs, poll_s=0.02)
         runner = Runner(services.ledger, [handler], list(base.catalog.models),
                         RunnerTimes(lease_s=lease_s, poll_s=0.02, grace_s=0.2))

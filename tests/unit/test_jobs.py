@@ -49,7 +49,8 @@ class Jobs:
         base = self.stack.services
         config = base.settings.model_copy(update={**FAST, **settings})
         clients = {model_id: gateway.client for model_id, gateway in base.gateways.items()}
-        services = compose(config, base.catalog, clients, base.sessions.kw["bind"], tokenizers=base.tokenizers)
+        services = compose(config, base.catalog, clients, base.sessions.kw["bind"], tokenizers=base.tokenizers,
+                           counts=base.counts)
         # The models' places and breakers are the ingress's own: one process in tests.
         runner = build_runner(dataclasses.replace(services, gateways=base.gateways))
         runner.start()

@@ -26,6 +26,7 @@ from ledger.models import Hold, HoldState, KeyStatus, LoomNode, Standing, User, 
 from tests.accounts import another_key, principal
 from tests.spec import validate
 from tests.unit.test_jobs import Jobs, _crash, jobs, who_holds  # noqa: F401 - jobs: the fixture
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -330,8 +331,8 @@ async def test_a_stop_keeps_the_text_a_running_node_grew_and_pays_those_tokens_o
     tokens = stopped["text"].count(" t")
     (hold,) = await looms.node_holds(node["id"])
     assert (hold.state, hold.used, hold.counting.value) == (HoldState.settled, 4 + tokens, "partial")
-    await asyncio.sleep(0.4)  # the Runner saw the stop; the attempt's late writes are dropped
-    assert not looms.runners[0].attempts
+    # The Runner sees the stop at its next watch (0.25 s), then the attempt ends; its late writes are dropped.
+    await wait_until(lambda: not looms.runners[0].attempts)
     assert await looms.node(loom_id, node["id"]) == stopped
     (again,) = await looms.node_holds(node["id"])
     assert again.used == hold.used

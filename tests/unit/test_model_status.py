@@ -25,6 +25,7 @@ from deployments.engine import GenerateRequest, SamplingSpec
 from deployments.engine_stages import STAGE_FILE_ENV, StageWatcher, write_stage
 from tests.fakes import FakeEngine
 from tests.spec import validate
+from tests.waiting import wait_until
 
 T0 = 1_700_000_000.0  # the tests' clock starts here
 
@@ -227,12 +228,6 @@ async def first_output(gateway: ModelGateway, max_tokens: int = 1) -> None:
     request = GenerateRequest("req-1", [1, 2, 3], SamplingSpec(max_tokens=max_tokens))
     async for _ in gateway.stream(request, Waits(first_s=60)):
         pass
-
-
-async def wait_until(condition: Any, timeout_s: float = 5.0) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not condition():
-            await asyncio.sleep(0.01)
 
 
 async def test_without_a_report_a_model_is_warm_for_five_minutes_after_an_answer() -> None:

@@ -227,7 +227,8 @@ async def test_the_api_answers_429_spend_cap_while_paused_and_runs_after_the_cle
 async def test_the_runner_replica_runs_the_sampler_and_it_pauses_by_itself(fake_stack: Any, sessions: Any) -> None:
     base = fake_stack.services
     clients = {model_id: gateway.client for model_id, gateway in base.gateways.items()}
-    services = compose(base.settings, base.catalog, clients, base.sessions.kw["bind"], tokenizers=base.tokenizers)
+    services = compose(base.settings, base.catalog, clients, base.sessions.kw["bind"], tokenizers=base.tokenizers,
+                       counts=base.counts)
     handles = {model_id: FakeModelHandle() for model_id in GPU.models}
     # A minute's price is far above this limit: the first count pauses.
     operations = build_operations(sessions, GPU, handles, pause_usd=1e-6, sample_s=0.02,

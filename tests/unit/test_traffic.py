@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -26,6 +26,7 @@ from api.traffic import (
     traffic_from_settings,
 )
 from api.traffic.messages import queue_full
+from tests.waiting import wait_until
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -77,13 +78,6 @@ async def redis_backend() -> Any:
     await made.close()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 2.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.005)
-
-
 class Holders:
     """Tasks that each take a place in a line and keep it until released.
 
@@ -106,7 +100,7 @@ class Holders:
         before = await self.line.counts(self.key)
         self.releases[i] = asyncio.Event()
         self.tasks[i] = asyncio.create_task(self._hold(i))
-        await eventually(lambda: self._counted(before.running + before.waiting + 1))
+        await wait_until(lambda: self._counted(before.running + before.waiting + 1))
         return self.tasks[i]
 
     async def _counted(self, n: int) -> bool:
@@ -121,7 +115,7 @@ class Holders:
         async def reached() -> bool:
             return len(self.started) >= n
 
-        await eventually(reached)
+        await wait_until(reached)
 
     async def close(self) -> None:
         for event in self.releases.values():
@@ -242,7 +236,7 @@ async def test_cancelled_waiter_leaves_the_line(backend: Backend) -> None:
         async def waiting_two() -> bool:
             return (await holders.line.counts("key-1")).waiting == 2
 
-        await eventually(waiting_two)
+        await wait_until(waiting_two)
         await holders.add(5)  # the freed room takes a newcomer
         for i, started in ((0, 3), (1, 4), (2, 5)):
             await holders.release(i)
