@@ -41,6 +41,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -636,11 +637,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the server logs")
     p.add_argument("--idle", type=float, default=10,
                    help="seconds after the warmup with no request, to measure each server's idle CPU (0: skip)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run both sides this many times, alternating which goes first; print each round's ratio and the median")
     p.add_argument("--stream", action="store_true",
                    help="stream the completions; print time to first token and inter-token latency")
     args = p.parse_args()
-    if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.warmup < 0 or args.idle < 0:
-        p.error("--requests, --concurrency and --max-tokens must be >= 1, --warmup and --idle >= 0")
+    if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.warmup < 0 or args.idle < 0 \
+            or args.rounds < 1:
+        p.error("--requests, --concurrency, --max-tokens and --rounds must be >= 1, --warmup and --idle >= 0")
     if any("=" not in item for item in args.vllm_env):
         p.error("--vllm-env takes KEY=VALUE")
     if args.skip_ours and args.skip_vllm:
@@ -672,6 +676,35 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def run_round(args: argparse.Namespace, tmp: Path, engine_args: dict[str, Any],
+              order: tuple[str, ...]) -> dict[str, SideResult]:
+    """Each side started fresh, measured and stopped, in `order`: only one server runs at a time."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    sides: dict[str, SideResult] = {}
+    for name in order:
+        if name == "vllm" and not args.skip_vllm:
+            sides["vllm"] = run_side("vllm", lambda: start_vllm(args, tmp, engine_args), args)
+        if name == "ours" and not args.skip_ours:
+            try:
+                sides["ours"] = run_side("ours", lambda: start_ours(args, tmp), args)
+            finally:
+                remove_bench_key_file(tmp)
+    return {name: sides[name] for name in ("vllm", "ours") if name in sides}
+
+
+def rounds_summary(outs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The same-run ratios of every round: on 2 cores one run moves by up to 15%, a median less."""
+    ratios = [out["comparison"]["throughput_ratio"] for out in outs if "comparison" in out]
+    added = [out["comparison"]["added_p50_ms"] for out in outs if "comparison" in out]
+    summary: dict[str, Any] = {"throughput_ratios": ratios, "added_p50_ms": added}
+    if ratios:
+        summary.update(throughput_ratio_median=statistics.median(ratios), added_p50_ms_median=statistics.median(added))
+        print(f"\n{len(ratios)} rounds, each side fresh in each (the order alternates): ratio (ours/vllm throughput) "
+              + ", ".join(f"{r:.2f}" for r in ratios) + f"; median {summary['throughput_ratio_median']:.2f}; "
+              f"added p50 median {summary['added_p50_ms_median']:.0f} ms")
+    return summary
+
+
 def main() -> int:
     args = parse_args()
     exit_on_sigterm()
@@ -680,16 +713,16 @@ def main() -> int:
     engine_args = engine_setup(args)
     check_ports(args)
     tmp = Path(tempfile.mkdtemp(prefix="acs-bench-"))
-    sides: dict[str, SideResult] = {}
+    outs: list[dict[str, Any]] = []
     failed = True
     try:
-        if not args.skip_vllm:
-            sides["vllm"] = run_side("vllm", lambda: start_vllm(args, tmp, engine_args), args)
-        if not args.skip_ours:
-            try:
-                sides["ours"] = run_side("ours", lambda: start_ours(args, tmp), args)
-            finally:
-                remove_bench_key_file(tmp)
+        for number in range(args.rounds):
+            # Alternate which side goes first, so a drift of the machine's speed falls on both.
+            order = ("vllm", "ours") if number % 2 == 0 else ("ours", "vllm")
+            folder = tmp if args.rounds == 1 else tmp / f"round-{number + 1}"
+            if args.rounds > 1:
+                print(f"[bench] round {number + 1} of {args.rounds}: {' then '.join(order)}", flush=True)
+            outs.append(report(args, run_round(args, folder, engine_args, order)))
         failed = False
     finally:
         if failed or args.keep_logs:
@@ -697,10 +730,10 @@ def main() -> int:
             print(f"[bench] logs kept in {tmp}", flush=True)
         else:
             shutil.rmtree(tmp, ignore_errors=True)  # ipc sockets, Ray session, ledger, logs
-    out = report(args, sides)
+    out = outs[0] if args.rounds == 1 else {"rounds": outs, **rounds_summary(outs)}
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
-    diff = out.get("comparison", {}).get("completion_tokens_diff", 0.0)
+    diff = max(o.get("comparison", {}).get("completion_tokens_diff", 0.0) for o in outs)
     if diff > TOKEN_TOLERANCE:
         print(f"FAIL: completion tokens differ by {diff:.1%} (> {TOKEN_TOLERANCE:.0%}); "
               "the two sides did not do the same work", file=sys.stderr)
