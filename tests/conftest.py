@@ -83,10 +83,13 @@ class ApiStack:
 
 # Loading the Llama 3.1 tokenizer takes seconds: one registry for the session.
 SHARED_TOKENIZERS = TokenizerRegistry()
-# Mail of an in-process stack goes to a folder, never to the SMTP server that serve_instance names
-# in the environment for the Serve stack's ingress.
+# An in-process stack never takes what serve_instance puts in the environment for the Serve stack's
+# ingress: its mail goes to a folder, not to that SMTP server, and its lines and counts stay in the
+# process, not in that Redis (where another stack's late flush would land in a test's counts). A
+# test that wants Redis names it.
 TEST_SETTINGS = dict(keepalive_s=0.2, long_wait_s=1.0, engine_timeout_s=5.0, breaker_open_s=60.0,
-                     smtp_url=None, mail_outbox=Path(tempfile.gettempdir()) / f"acs-test-outbox{DB_TAG}")
+                     smtp_url=None, mail_outbox=Path(tempfile.gettempdir()) / f"acs-test-outbox{DB_TAG}",
+                     redis_url=None)
 
 
 async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:

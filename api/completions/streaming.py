@@ -41,15 +41,22 @@ async def with_keepalives(source: AsyncIterator[bytes], interval_s: float,
     try:
         while True:
             if clock() >= next_beat:
-                yield beat
-                next_beat += interval_s
-                if next_beat <= clock():  # a slow reader held us up: no burst of beats
-                    next_beat = clock() + interval_s
-                continue
-            try:
-                item = await asyncio.wait_for(queue.get(), next_beat - clock())
-            except asyncio.TimeoutError:
-                continue
+                # The source's next item first, where it is ready: a beat due while the reader took
+                # the last item ([DONE]) must not follow it. One turn of the loop lets the pump hand
+                # over what it holds, its end among them.
+                await asyncio.sleep(0)
+                if queue.empty():
+                    yield beat
+                    next_beat += interval_s
+                    if next_beat <= clock():  # a slow reader held us up: no burst of beats
+                        next_beat = clock() + interval_s
+                    continue
+                item = queue.get_nowait()
+            else:
+                try:
+                    item = await asyncio.wait_for(queue.get(), next_beat - clock())
+                except asyncio.TimeoutError:
+                    continue
             if item is end:
                 return
             if isinstance(item, BaseException):

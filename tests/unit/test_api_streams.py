@@ -306,6 +306,22 @@ async def test_keepalives_while_inference_is_silent(fake_stack):
 KEEPALIVE_S = 0.2  # TEST_SETTINGS' keepalive_s
 
 
+async def test_a_keepalive_due_while_the_reader_takes_the_last_event_does_not_follow_it():
+    from api.completions.streaming import KEEPALIVE, with_keepalives
+
+    async def events():
+        yield b"data: 1\n\n"
+        yield b"data: [DONE]\n\n"
+
+    pieces = []
+    async for piece in with_keepalives(events(), 0.05):
+        pieces.append(piece)
+        await asyncio.sleep(0.1)  # a slow reader: a beat falls due during each send, [DONE]'s too
+    # Beats may come between the two events; [DONE] ends the body.
+    assert pieces[0] == b"data: 1\n\n" and pieces[-1] == b"data: [DONE]\n\n", pieces
+    assert set(pieces[1:-1]) <= {KEEPALIVE}, pieces
+
+
 @pytest.mark.fake(delay_s=0.04)
 async def test_keepalives_keep_their_cadence_while_chunks_flow(fake_stack):
     # A chunk every 0.04 s: Inference is never silent for a keepalive period.

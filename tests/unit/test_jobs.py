@@ -28,6 +28,7 @@ from ledger.models import Harvest, Hold, HoldState, KeyStatus, Standing, User, W
 from ledger.spend import set_spend_stop
 from tests.spec import assert_error, validate
 from tests.accounts import another_key, left, principal
+from tests.waiting import wait_until
 
 # The claim's locks (FOR UPDATE SKIP LOCKED across Runner replicas) are PostgreSQL's.
 pytestmark = pytest.mark.postgres
@@ -311,9 +312,12 @@ async def test_an_expired_result_is_410_and_the_job_stays(jobs: Jobs) -> None:
                  message="The result of this Job expired 30 days after the Job ended. The Job itself stays.")
     stays = (await jobs.get(job["id"])).json()
     assert (stays["status"], stays["result_expired"]) == ("succeeded", True)
-    await asyncio.sleep(0.5)  # the Runner's housekeeping drops the expired body; the Job stays
-    (row,) = await jobs.rows()
-    assert (row.status, row.result_body) == (WorkStatus.succeeded, None)
+    async def body_dropped() -> bool:  # by the Runner's housekeeping, every 0.2 s here; the Job stays
+        (row,) = await jobs.rows()
+        assert row.status == WorkStatus.succeeded
+        return row.result_body is None
+
+    await wait_until(body_dropped)
     assert (await jobs.get(job["id"], "/result")).status_code == 410
 
 
@@ -390,8 +394,8 @@ async def test_cancel_a_running_job_pays_its_whole_hold(jobs: Jobs) -> None:
     assert (cancelled["status"], cancelled["usage_pending"]) == ("cancelled", False)
     (hold,) = await jobs.holds(job["request_id"])
     assert (hold.state, hold.used, hold.counting.value) == (HoldState.settled, 4 + 2000, "held")
-    await asyncio.sleep(0.3)  # the Runner saw the cancel and stopped the request
-    assert not jobs.runners[0].attempts
+    # The Runner sees the cancel at its next watch (0.25 s) and stops the request.
+    await wait_until(lambda: not jobs.runners[0].attempts)
     again = (await jobs.get(job["id"], "/cancel", method="POST")).json()
     assert again == cancelled  # a cancel of an ended Job changes nothing
 

@@ -142,6 +142,23 @@ async def test_requests_are_counted_by_route_template_status_and_model(fake_stac
     assert "/metrics" not in routes  # the scrapes themselves are not counted
 
 
+async def test_an_in_process_stack_counts_on_its_own_even_where_the_environment_names_a_redis(
+        sqlite_sessions: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # serve_instance names the cluster's Redis in the environment for the Serve stack's ingress; a
+    # fake stack that took it would count into the cluster's tally, where another stack's late
+    # flush lands in this test's window.
+    monkeypatch.setenv("ACS_REDIS_URL", REDIS_URL)
+    first, second = [await build_stack(FakeEngine(), sqlite_sessions) for _ in range(2)]
+    try:
+        assert first.services.settings.redis_url is None and not first.services.counts.shared
+        before = await scrape(second)
+        assert (await first.http.get(f"/v1/looms/{uuid.uuid4()}", headers=first.auth())).status_code == 404
+        assert requests_delta(before, await scrape(second), "GET", "/v1/looms/{loom_id}", 404, "") == 0
+    finally:
+        for stack in (first, second):
+            await stack.http.aclose()
+
+
 @pytest.mark.fake(delay_s=0.1)  # three tokens: about 0.3 s to the end, 0.1 s to the first
 async def test_a_stream_is_timed_to_its_last_byte_and_to_its_first(fake_stack: Any) -> None:
     stack = fake_stack
