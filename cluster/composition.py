@@ -60,8 +60,8 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
     """Every service of one process, over its engine clients and its ledger database.
 
     `counts`, where given, is where this process's answers and tokens are counted instead of
-    the settings' tally: tests give each in-process stack its own, so that a request another
-    test left running is never counted in theirs."""
+    the settings' tally: tests give each in-process stack its own, so that no other stack's
+    counts land in a test's figures."""
     sessions, ledger = build_ledger(settings, db_engine)
     traffic = traffic_from_settings(settings.redis_url)
     traffic.key_line = MeteredKeyLine(traffic.key_line)  # /metrics shows the lines' lengths

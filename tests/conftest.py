@@ -97,8 +97,8 @@ async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:
     catalog = load_catalog("test")
     clients = {model_id: LocalEngineClient(engine) for model_id in catalog.models}
     app = create_app()
-    # Without Redis each stack counts in a registry of its own, not the process's: a request
-    # that an earlier test left running must not land in a later test's figures.
+    # Without Redis each stack counts in a registry of its own, not the process's: another
+    # stack's requests must not land in a test's figures.
     counts = None if config.redis_url else Counts(ProcessTally())
     app.state.services = compose(config, catalog, clients, sessions.kw["bind"], tokenizers=SHARED_TOKENIZERS,
                                  counts=counts)
