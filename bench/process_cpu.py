@@ -16,6 +16,7 @@ from bench.proc import command_line, cpu_ticks, thread_ticks
 # (role, words that must all be in the process's command line), first match wins.
 ROLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine core", ("EngineCore",)),
+    ("engine worker", ("VLLM::Worker",)),
     ("model replica", ("ServeReplica", "model-")),
     ("ingress", ("ServeReplica", "ingress")),
     ("runner", ("ServeReplica", "runner")),
@@ -31,6 +32,10 @@ ROLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("vllm api server", ("vllm.entrypoints",)),
     ("driver", ("cluster.embedded",)),
 )
+
+
+# The EngineCore schedules; its worker process (vLLM's "mp" executor) runs the model.
+ENGINE_ROLES = ("engine core", "engine worker")
 
 
 def role_of(command: str) -> str:
@@ -58,7 +63,7 @@ class ProcessCpu:
     def _engine_threads(self) -> dict[str, int]:
         threads: dict[str, int] = {}
         for pid, (role, _) in self.before.items():
-            if role == "engine core":
+            if role in ENGINE_ROLES:
                 threads |= {f"{pid}/{name}": t for name, t in thread_ticks(pid).items()}
         return threads
 
