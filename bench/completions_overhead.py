@@ -424,7 +424,7 @@ def engine_flags(engine_args: dict[str, Any]) -> list[str]:
     args = dict(engine_args)
     args.setdefault("max_logprobs", -1)
     args.setdefault("scheduling_policy", "priority")
-    args.setdefault("distributed_executor_backend", "mp")
+    args.setdefault("distributed_executor_backend", "uni")
     flags = []
     for key, value in args.items():
         flags += [f"--{key.replace('_', '-')}", str(value)]
@@ -708,7 +708,7 @@ def rounds_summary(outs: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     args = parse_args()
     exit_on_sigterm()
-    prepare_environment(cpu=True)  # the CPU defaults (deployments/vllm_runtime.py), inherited by both servers
+    prepare_environment(cpu=True)  # VLLM_ENABLE_V1_MULTIPROCESSING=0 etc., inherited by both servers
     prepare_ray_environment()
     engine_args = engine_setup(args)
     check_ports(args)

@@ -30,11 +30,7 @@ def build_engine_args(weights: str, engine: dict[str, Any], cpu: bool) -> Any:
     # (deployments/worker_extension.py).
     args.setdefault("worker_extension_cls", "deployments.worker_extension.WorkerExtension")
     if cpu:
-        # The model runs in a worker process of its own, apart from the EngineCore's
-        # scheduler, as in vLLM's own server: vLLM's CPU platform says OpenMP needs it
-        # (it swaps "uni" for "mp" itself when multiprocessing is on), and in one
-        # process the engine served 3.1 req/s where this serves 4.0 (bench/README.md).
-        args.setdefault("distributed_executor_backend", "mp")
+        args.setdefault("distributed_executor_backend", "uni")
     args["tensor_parallel_size"] = args.get("tensor_parallel_size", 1)
     return AsyncEngineArgs(model=weights, tokenizer=weights, **args)
 
