@@ -32,7 +32,10 @@ fi
 
 # The App's browser packages: npm ci from the committed lockfile, then the ES
 # module files the pages load through their import map (no bundler, no CDN).
-command -v npm >/dev/null || { echo "setup: npm is missing; install Node.js 20+ with npm (apt-get install nodejs npm)" >&2; exit 1; }
+if ! command -v npm >/dev/null; then
+  . cluster/apt_install.sh
+  apt_install nodejs npm || { echo "setup: npm is missing; install Node.js 20+ with npm" >&2; exit 1; }
+fi
 WEBAPP=api/webapp
 if [ ! -d "$WEBAPP/node_modules" ] || [ "$WEBAPP/package-lock.json" -nt "$WEBAPP/node_modules" ]; then
   (cd "$WEBAPP" && npm ci --no-audit --no-fund)

@@ -4,5 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash cluster/setup.sh
+# The browser tests (tests/browser) drive Debian's Chromium; they never download a browser.
+if [ -z "${ACS_TEST_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
+  . cluster/apt_install.sh
+  apt_install chromium
+fi
 . .venv/bin/activate
 exec python -m pytest -q "$@"
