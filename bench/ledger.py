@@ -2,7 +2,7 @@
 
     python bench/ledger.py [--concurrency 32] [--duration 10] [--count N]
         [--warmup 2] [--modes separate,one] [--processes 1] [--path hot|session]
-        [--no-baseline] [--json out.json]
+        [--rounds 1] [--no-baseline] [--json out.json]
 
 One fresh, migrated database (`acs_bench_ledger`, dropped and made again on
 every run). `--concurrency` workers each loop: a Hold (the tests' `sky()`
@@ -41,6 +41,12 @@ settled Holds' `used` plus the open Holds' `tokens` (and the Budget its
 Grants less what it paid), never above the allowance (sampled every 50 ms
 during the run too), no counter below 0, no Hold left `held`, and the
 database's totals equal what the workers saw. Exit 1 if it fails.
+
+`--rounds N` runs the raw loops and the ledger's modes N times, one after the
+other, each round on Users of its own, and gives each round's ratios and
+their medians: on a machine whose speed drifts (a hypervisor's steal), one
+round's raw loop and its ledger run under the same conditions, while two
+runs may not.
 """
 from __future__ import annotations
 
@@ -611,6 +617,152 @@ def pair_cpu_text(figures: dict) -> str:
             f"postgres {figures['postgres_cpu_ms_per_pair']:.2f} ms")
 
 
+BASELINE_LABELS = {"asyncpg_rows": "baseline asyncpg, row per worker:",
+                   "asyncpg_one_row": "baseline asyncpg, one row:",
+                   "sqlalchemy_rows": "baseline SQLAlchemy session, row per worker:"}
+
+
+async def run_baselines(args: argparse.Namespace, dsn: str, url: str, with_plumbing: bool) -> dict[str, Any]:
+    """The raw loops of one round. The SQLAlchemy loop only says what the plumbing costs, so it
+    runs in the first round only: no ratio is taken against it."""
+    duration, n = (None if args.count else args.duration), args.concurrency
+    base = {"asyncpg_rows": await baseline_asyncpg(dsn, n, False, duration, args.count, args.warmup),
+            "asyncpg_one_row": await baseline_asyncpg(dsn, n, True, duration, args.count, args.warmup)}
+    if with_plumbing:
+        base["sqlalchemy_rows"] = await baseline_sqlalchemy(url, n, duration, args.count, args.warmup)
+    for name, figures in base.items():
+        print(f"{BASELINE_LABELS[name]:<45}{figures['pairs_per_s']:>7.0f} pairs/s ({figures['pairs']} pairs)  "
+              f"p50 pair {figures['p50_pair_ms']} ms  {cpu_text(figures['cpu'])}; "
+              f"{pair_cpu_text(figures)}", flush=True)
+    return base
+
+
+@dataclass
+class Seen:
+    """What the workers saw, over every phase, for the overspend check."""
+
+    used: dict[uuid.UUID, int] = field(default_factory=dict)
+    settled: dict[uuid.UUID, int] = field(default_factory=dict)
+    worst: list[int] = field(default_factory=list)
+    samples: int = 0
+
+    def remember(self, tally: Tally) -> None:
+        for user_id, used in tally.used.items():
+            self.used[user_id] = self.used.get(user_id, 0) + used
+        for user_id, settled in tally.settled.items():
+            self.settled[user_id] = self.settled.get(user_id, 0) + settled
+
+
+async def run_mode(args: argparse.Namespace, runner: "LedgerRunner", dsn: str, mode: str, label: str,
+                   seen: Seen) -> dict[str, Any]:
+    """One mode's warm-up and timed phase on Users of its own (`label` keeps each round's apart)."""
+    n, duration = args.concurrency, (None if args.count else args.duration)
+    if mode == "separate":
+        users = [await new_user(runner.sessions, f"bench-separate-{label}{w}", BIG_ALLOWANCE) for w in range(n)]
+        asks = [sky(*users[w]) for w in range(n)]
+        if args.warmup > 0:
+            tally, _ = await runner.phase(asks, args.warmup, None)
+            seen.remember(tally)
+        allowance = BIG_ALLOWANCE
+    else:
+        warm_user = await new_user(runner.sessions, f"bench-one-warmup{label}", BIG_ALLOWANCE)
+        expected = args.count
+        if args.warmup > 0:
+            tally, wall = await runner.phase([sky(*warm_user)] * n, args.warmup, None)
+            seen.remember(tally)
+            if expected is None:
+                expected = int(tally.window_pairs / wall * args.duration)
+        if expected is None:
+            expected = 100 * n  # no warm-up to go by
+        allowance = args.shared_allowance or max(HOLD_TOKENS, int(SHARED_FILL * expected * HOLD_TOKENS))
+        shared = await new_user(runner.sessions, f"bench-one{label}", allowance)
+        asks = [sky(*shared)] * n
+    async with OverspendMonitor(dsn) as monitor:
+        (tally, wall), cpu = await measured(runner.phase(asks, duration, args.count), runner.child_pids)
+    seen.remember(tally)
+    seen.worst.append(monitor.worst if monitor.worst is not None else 0)
+    seen.samples += monitor.samples
+    figures = ledger_figures(tally, wall, cpu)
+    figures["users"] = n if mode == "separate" else 1
+    figures["allowance"] = allowance
+    print(mode_text(mode, figures), flush=True)
+    print(f"{'':<16}{cpu_text(cpu)}; {pair_cpu_text(figures)}", flush=True)
+    return figures
+
+
+def mode_text(mode: str, figures: dict[str, Any]) -> str:
+    label = "separate users:" if mode == "separate" else "one user:"
+    line = (f"{label:<16}{figures['pairs_per_s']:>7.0f} pairs/s ({figures['pairs']} pairs, "
+            f"{figures['shortfalls']} shortfalls")
+    if mode == "one":
+        line += f", {figures['lowered']} lowered; allowance {figures['allowance']}"
+        if figures["first_shortfall_s"] is not None:
+            line += (f", first shortfall at {figures['first_shortfall_s']:.1f} s, "
+                     f"{figures['pairs_per_s_before_first_shortfall']:.0f} pairs/s until then")
+    line += (f")  p50 hold {figures['p50_hold_ms']} ms  p50 settle {figures['p50_settle_ms']} ms  "
+             f"p99 hold {figures['p99_hold_ms']} ms  p99 settle {figures['p99_settle_ms']} ms")
+    if figures["p50_shortfall_ms"] is not None:
+        line += f"  p50 shortfall {figures['p50_shortfall_ms']} ms"
+    return line
+
+
+def round_ratios(baseline: dict[str, Any], ledger: dict[str, Any],
+                 plumbing: dict[str, Any] | None) -> dict[str, float | None]:
+    """The ledger's rates over the raw loops' of the same round (and the SQLAlchemy loop's, when it ran)."""
+    def share(rate: float, of: dict[str, Any] | None) -> float | None:
+        return round(rate / of["pairs_per_s"], 3) if of and of["pairs_per_s"] else None
+
+    ratios: dict[str, float | None] = {}
+    if "separate" in ledger:
+        rate = ledger["separate"]["pairs_per_s"]
+        ratios["separate_vs_raw"] = share(rate, baseline["asyncpg_rows"])
+        if plumbing is not None:
+            ratios["separate_vs_sqlalchemy"] = share(rate, plumbing)
+    if "one" in ledger:
+        ratios["one_vs_raw_one_row"] = share(ledger["one"]["pairs_per_s"], baseline["asyncpg_one_row"])
+    return ratios
+
+
+def median_ratios(rounds: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """Each ratio's median over the rounds: a ratio is only ever taken within one round, so a
+    machine whose speed drifts between rounds (the hypervisor's steal) moves both sides alike."""
+    names = {name for ratios in rounds for name in ratios}
+    medians: dict[str, float | None] = {}
+    for name in sorted(names):
+        values = sorted(r[name] for r in rounds if r.get(name) is not None)
+        if not values:
+            medians[name] = None
+            continue
+        middle = len(values) // 2
+        medians[name] = round(values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2, 3)
+    return medians
+
+
+def ratios_text(ratios: dict[str, float | None]) -> str:
+    parts = []
+    if ratios.get("separate_vs_raw") is not None:
+        part = f"separate users {ratios['separate_vs_raw']:.3f} of the raw rate"
+        if ratios.get("separate_vs_sqlalchemy") is not None:
+            part += f" ({ratios['separate_vs_sqlalchemy']:.2f} of the SQLAlchemy loop)"
+        parts.append(part)
+    if ratios.get("one_vs_raw_one_row") is not None:
+        parts.append(f"one user {ratios['one_vs_raw_one_row']:.3f} of the one-row raw rate")
+    return "; ".join(parts)
+
+
+def overspend_text(check: dict[str, Any], with_one_user: bool) -> str:
+    if not check["ok"]:
+        return "\n".join([f"overspend check: FAILED ({len(check['problems'])} problems)"]
+                         + [f"  {problem}" for problem in check["problems"][:20]])
+    closest = ""
+    if with_one_user:
+        closest = f", the one user's closest {-check['worst_used_minus_allowance_seen']} tokens under"
+    return (f"overspend check: ok ({check['users']} users, {check['holds']} Holds, {check['settled']} settled, "
+            f"{check['tokens_settled']} tokens: every MonthlyUsage = its Holds, none over its allowance "
+            f"({check['samples']} samples during the runs{closest}), none below 0, none left held, "
+            f"the workers' totals match)")
+
+
 async def main_async(args: argparse.Namespace) -> int:
     dsn = await recreate_database(args.admin_dsn, args.database)
     url = dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
@@ -627,127 +779,51 @@ async def main_async(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {
         "settings": {"concurrency": n, "duration_s": duration, "count": args.count, "warmup_s": args.warmup,
                      "modes": args.modes, "processes": args.processes, "path": args.path, "database": args.database,
-                     "cpus": os.cpu_count()},
-        "baseline": {}, "ledger": {},
+                     "rounds": args.rounds, "cpus": os.cpu_count()},
+        "rounds": [],
     }
     span = f"duration={duration}s" if duration is not None else f"count={args.count}"
     where = dsn.rsplit("@", 1)[-1].rsplit("/", 1)[0]
     print(f"ledger: concurrency={n} {span} warmup={args.warmup}s processes={args.processes} path={args.path} "
-          f"backend=postgresql "
-          f"({where}, {os.cpu_count()} CPUs)", flush=True)
-
-    if not args.no_baseline:
-        base = report["baseline"]
-        base["asyncpg_rows"] = await baseline_asyncpg(dsn, n, False, duration, args.count, args.warmup)
-        base["asyncpg_one_row"] = await baseline_asyncpg(dsn, n, True, duration, args.count, args.warmup)
-        base["sqlalchemy_rows"] = await baseline_sqlalchemy(url, n, duration, args.count, args.warmup)
-        labels = {"asyncpg_rows": "baseline asyncpg, row per worker:",
-                  "asyncpg_one_row": "baseline asyncpg, one row:",
-                  "sqlalchemy_rows": "baseline SQLAlchemy session, row per worker:"}
-        for name, figures in base.items():
-            print(f"{labels[name]:<45}{figures['pairs_per_s']:>7.0f} pairs/s ({figures['pairs']} pairs)  "
-                  f"p50 pair {figures['p50_pair_ms']} ms  {cpu_text(figures['cpu'])}; "
-                  f"{pair_cpu_text(figures)}", flush=True)
+          f"rounds={args.rounds} backend=postgresql ({where}, {os.cpu_count()} CPUs)", flush=True)
 
     runner = LedgerRunner(url, n, args.processes, args.path)
     await runner.start()
-    seen_used: dict[uuid.UUID, int] = {}
-    seen_settled: dict[uuid.UUID, int] = {}
-
-    def remember(tally: Tally) -> None:
-        for user_id, used in tally.used.items():
-            seen_used[user_id] = seen_used.get(user_id, 0) + used
-        for user_id, settled in tally.settled.items():
-            seen_settled[user_id] = seen_settled.get(user_id, 0) + settled
-
-    worst_seen: list[int] = []
-    samples = 0
+    seen = Seen()
     try:
-        for mode in args.modes:
-            if mode == "separate":
-                users = [await new_user(runner.sessions, f"bench-separate-{w}", BIG_ALLOWANCE) for w in range(n)]
-                asks = [sky(*users[w]) for w in range(n)]
-                if args.warmup > 0:
-                    tally, _ = await runner.phase(asks, args.warmup, None)
-                    remember(tally)
-                allowance = BIG_ALLOWANCE
-            else:
-                warm_user = await new_user(runner.sessions, "bench-one-warmup", BIG_ALLOWANCE)
-                expected = args.count
-                if args.warmup > 0:
-                    tally, wall = await runner.phase([sky(*warm_user)] * n, args.warmup, None)
-                    remember(tally)
-                    if expected is None:
-                        expected = int(tally.window_pairs / wall * args.duration)
-                if expected is None:
-                    expected = 100 * n  # no warm-up to go by
-                allowance = args.shared_allowance or max(HOLD_TOKENS, int(SHARED_FILL * expected * HOLD_TOKENS))
-                shared = await new_user(runner.sessions, "bench-one", allowance)
-                asks = [sky(*shared)] * n
-            async with OverspendMonitor(dsn) as monitor:
-                (tally, wall), cpu = await measured(runner.phase(asks, duration, args.count), runner.child_pids)
-            remember(tally)
-            worst_seen.append(monitor.worst if monitor.worst is not None else 0)
-            samples += monitor.samples
-            figures = ledger_figures(tally, wall, cpu)
-            figures["users"] = n if mode == "separate" else 1
-            figures["allowance"] = allowance
-            report["ledger"][mode] = figures
-            label = "separate users:" if mode == "separate" else "one user:"
-            line = (f"{label:<16}{figures['pairs_per_s']:>7.0f} pairs/s ({figures['pairs']} pairs, "
-                    f"{figures['shortfalls']} shortfalls")
-            if mode == "one":
-                line += f", {figures['lowered']} lowered; allowance {allowance}"
-                if figures["first_shortfall_s"] is not None:
-                    line += (f", first shortfall at {figures['first_shortfall_s']:.1f} s, "
-                             f"{figures['pairs_per_s_before_first_shortfall']:.0f} pairs/s until then")
-            line += (f")  p50 hold {figures['p50_hold_ms']} ms  p50 settle {figures['p50_settle_ms']} ms  "
-                     f"p99 hold {figures['p99_hold_ms']} ms  p99 settle {figures['p99_settle_ms']} ms")
-            if figures["p50_shortfall_ms"] is not None:
-                line += f"  p50 shortfall {figures['p50_shortfall_ms']} ms"
-            print(line, flush=True)
-            print(f"{'':<16}{cpu_text(cpu)}; {pair_cpu_text(figures)}", flush=True)
+        for number in range(args.rounds):
+            if args.rounds > 1:
+                print(f"-- round {number + 1} of {args.rounds}", flush=True)
+            one_round: dict[str, Any] = {"baseline": {}, "ledger": {}}
+            if not args.no_baseline:
+                one_round["baseline"] = await run_baselines(args, dsn, url, with_plumbing=number == 0)
+            label = "" if args.rounds == 1 else f"r{number + 1}-"
+            for mode in args.modes:
+                one_round["ledger"][mode] = await run_mode(args, runner, dsn, mode, label, seen)
+            if one_round["baseline"]:
+                one_round["ratios"] = round_ratios(one_round["baseline"], one_round["ledger"],
+                                                   one_round["baseline"].get("sqlalchemy_rows"))
+                print("ratio: " + ratios_text(one_round["ratios"]), flush=True)
+            report["rounds"].append(one_round)
     finally:
         await runner.close()
 
-    if report["baseline"] and report["ledger"]:
-        raw = report["baseline"]["asyncpg_rows"]["pairs_per_s"]
-        plumbing = report["baseline"]["sqlalchemy_rows"]["pairs_per_s"]
-        one_row = report["baseline"]["asyncpg_one_row"]["pairs_per_s"]
-        ratios: dict[str, float | None] = {}
-        parts = []
-        if "separate" in report["ledger"]:
-            rate = report["ledger"]["separate"]["pairs_per_s"]
-            ratios["separate_vs_raw"] = round(rate / raw, 3) if raw else None
-            ratios["separate_vs_sqlalchemy"] = round(rate / plumbing, 3) if plumbing else None
-            parts.append(f"separate users {rate / raw:.3f} of the raw rate ({rate / plumbing:.2f} of the "
-                         f"SQLAlchemy loop)")
-        if "one" in report["ledger"]:
-            rate = report["ledger"]["one"]["pairs_per_s"]
-            ratios["one_vs_raw_one_row"] = round(rate / one_row, 3) if one_row else None
-            parts.append(f"one user {rate / one_row:.3f} of the one-row raw rate")
-        report["ratios"] = ratios
-        print("ratio: " + "; ".join(parts), flush=True)
+    # The first round's figures stand at the top, as a run of one round writes them.
+    report["baseline"], report["ledger"] = report["rounds"][0]["baseline"], report["rounds"][0]["ledger"]
+    if not args.no_baseline:
+        report["ratios"] = median_ratios([r["ratios"] for r in report["rounds"]])
+        if args.rounds > 1:
+            print(f"ratio, median of {args.rounds} rounds (each round's ledger over its own raw loops): "
+                  + ratios_text(report["ratios"]), flush=True)
 
-    check = await overspend_check(dsn, seen_used, seen_settled)
-    check["worst_used_minus_allowance_seen"] = max(worst_seen) if worst_seen else None
-    check["samples"] = samples
-    if worst_seen and max(worst_seen) > 0:
+    check = await overspend_check(dsn, seen.used, seen.settled)
+    check["worst_used_minus_allowance_seen"] = max(seen.worst) if seen.worst else None
+    check["samples"] = seen.samples
+    if seen.worst and max(seen.worst) > 0:
         check["ok"] = False
-        check["problems"].append(f"a MonthlyUsage was {max(worst_seen)} over its allowance during the run")
+        check["problems"].append(f"a MonthlyUsage was {max(seen.worst)} over its allowance during the run")
     report["overspend_check"] = check
-    if check["ok"]:
-        closest = ""
-        if "one" in report["ledger"]:
-            closest = f", the one user's closest {-check['worst_used_minus_allowance_seen']} tokens under"
-        print(f"overspend check: ok ({check['users']} users, {check['holds']} Holds, {check['settled']} settled, "
-              f"{check['tokens_settled']} tokens: every MonthlyUsage = its Holds, none over its allowance "
-              f"({check['samples']} samples during the runs{closest}), none below 0, none left held, "
-              f"the workers' totals match)", flush=True)
-    else:
-        print(f"overspend check: FAILED ({len(check['problems'])} problems)", flush=True)
-        for problem in check["problems"][:20]:
-            print(f"  {problem}", flush=True)
+    print(overspend_text(check, "one" in args.modes), flush=True)
 
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n")
@@ -774,6 +850,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--path", choices=("hot", "session"), default="hot",
                         help="hot: take_hold_on / end_hold_on on the engine, as the API (default); "
                              "session: take_hold / end_hold in a session each")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat the baselines and the ledger's modes this many times, one after the other, "
+                             "and give the median of each round's ratios (default 1)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the SELECT 1 / UPDATE baseline")
     parser.add_argument("--admin-dsn", default=DEFAULT_ADMIN_DSN,
                         help="asyncpg DSN of a database to connect to while making ours (ACS_TEST_PG_ADMIN_URL)")
@@ -783,8 +862,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if any(m not in ("separate", "one") for m in args.modes):
         parser.error("--modes takes separate and/or one")
-    if args.concurrency < 1:
-        parser.error("--concurrency must be 1 or more")
+    if args.concurrency < 1 or args.rounds < 1:
+        parser.error("--concurrency and --rounds must be 1 or more")
     if not 1 <= args.processes <= args.concurrency:
         parser.error("--processes must be between 1 and --concurrency")
     return args
