@@ -13,7 +13,8 @@ Two ways in, one set of statements: `take_hold` / `end_hold` in the caller's
 session, and the hot path the API takes, `take_hold_on` / `end_hold_on` on an
 engine, no session: on PostgreSQL they run on the pool's asyncpg connection (ledger/pooled_driver.py)
 as prepared statements (a Hold: BEGIN, 3 statements, COMMIT; its end: one
-statement, or BEGIN, 2-3, COMMIT when a key's Budget paid too).
+statement, or BEGIN, 2-3, COMMIT when a key's Budget paid too), and on SQLite
+on the pool's aiosqlite connection (ledger/sqlite_driver.py).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.coltypes import utcnow
-from ledger import pooled_driver
+from ledger import pooled_driver, sqlite_driver
 from ledger.ids import uuid7
 from ledger.models import (
     Budget, Counting, Hold, HoldState, MonthlyUsage, PaysFrom, UsageSource, UsageStatus, User,
@@ -261,20 +262,44 @@ class _CoreCounters(_Counters):
         return list(result) if result.returns_rows else []
 
 
-class _DriverCounters(_Counters):
-    """PostgreSQL: the same statements, compiled once, on the asyncpg connection (prepared statements)."""
+@dataclass(frozen=True)
+class _Compiled:
+    """One statement compiled for a driver: its SQL, its parameters in order with their
+    defaults, and the types' conversions SQLAlchemy would apply on the way in and out."""
 
-    _compiled: dict[int, tuple[str, tuple[str, ...], dict]] = {}
+    sql: str
+    names: tuple[str, ...]
+    defaults: dict
+    binds: tuple[Callable[[Any], Any] | None, ...]
+    results: tuple[Callable[[Any], Any] | None, ...]
+
+    @classmethod
+    def of(cls, statement: Any, dialect: Any) -> "_Compiled":
+        compiled = statement.compile(dialect=dialect)
+        names = tuple(compiled.positiontup)
+        processors = compiled._bind_processors
+        results = tuple(column[3]._cached_result_processor(dialect, None) for column in compiled._result_columns)
+        return cls(str(compiled), names, compiled.params, tuple(processors.get(name) for name in names), results)
+
+    def args(self, params: dict) -> list:
+        values = (params[name] if name in params else self.defaults[name] for name in self.names)
+        return [value if bind is None or value is None else bind(value) for bind, value in zip(self.binds, values)]
+
+
+class _DriverCounters(_Counters):
+    """PostgreSQL: the same statements, compiled once, on the asyncpg connection (prepared statements).
+    asyncpg takes and gives Python's own values (UUIDs, datetimes), so no conversion runs."""
+
+    _compiled: dict[int, _Compiled] = {}
 
     def __init__(self, driver: Any) -> None:
         self.driver = driver
 
     @classmethod
-    def _sql(cls, statement: Any) -> tuple[str, tuple[str, ...], dict]:
+    def _sql(cls, statement: Any) -> _Compiled:
         found = cls._compiled.get(id(statement))
         if found is None:
-            compiled = statement.compile(dialect=_PG_DIALECT)
-            found = cls._compiled[id(statement)] = (str(compiled), tuple(compiled.positiontup), compiled.params)
+            found = cls._compiled[id(statement)] = _Compiled.of(statement, _PG_DIALECT)
         return found
 
     async def charge_and_insert(self, row: dict) -> None:
@@ -290,9 +315,33 @@ class _DriverCounters(_Counters):
         return bool(await self._run(_END_IN_ONE, {"hid": hold_id, **{f"e_{k}": v for k, v in values.items()}}))
 
     async def _run(self, statement: Any, params: dict) -> list:
-        sql, names, defaults = self._sql(statement)
-        args = [params[name] if name in params else defaults[name] for name in names]
-        return await self.driver.fetch(sql, *args)
+        compiled = self._sql(statement)
+        args = [params[name] if name in params else compiled.defaults[name] for name in compiled.names]
+        return await self.driver.fetch(compiled.sql, *args)
+
+
+class _SqliteDriverCounters(_Counters):
+    """SQLite (the embedded default): the same statements, compiled once, on the aiosqlite
+    connection itself (ledger/sqlite_driver.py), with the types' conversions of SQLAlchemy's
+    own execution (UUIDs as hex, UTC datetimes as text, and back)."""
+
+    dialect = "sqlite"
+    _compiled: dict[int, _Compiled] = {}
+
+    def __init__(self, driver: Any, engine_dialect: Any) -> None:
+        self.driver, self.engine_dialect = driver, engine_dialect
+
+    def _sql(self, statement: Any) -> _Compiled:
+        found = self._compiled.get(id(statement))
+        if found is None:
+            found = self._compiled[id(statement)] = _Compiled.of(statement, self.engine_dialect)
+        return found
+
+    async def _run(self, statement: Any, params: dict) -> list:
+        compiled = self._sql(statement)
+        rows = await self.driver.execute_fetchall(compiled.sql, compiled.args(params))
+        return [tuple(value if convert is None else convert(value) for convert, value in zip(compiled.results, row))
+                for row in rows]
 
 
 _PG_DIALECT = asyncpg_dialect()
@@ -430,8 +479,11 @@ async def end_hold_on(engine: AsyncEngine, hold_id: uuid.UUID, *, used: int | No
 async def _in_transaction(engine: AsyncEngine, work: Callable[[_Counters], Awaitable[T]],
                           keep: Callable[[T], bool]) -> T:
     """Run `work`, then commit when `keep(result)`, else roll back; an error rolls back."""
+    if sqlite_driver.drives(engine):
+        return await sqlite_driver.in_transaction(
+            engine, lambda driver: work(_SqliteDriverCounters(driver, engine.dialect)), keep)
     if engine.dialect.name != "postgresql":
-        # SQLite (the embedded default): its BEGIN comes from the engine's options (ledger.db).
+        # Another SQLite driver: its BEGIN comes from the engine's options (ledger.db).
         async with engine.connect() as connection:
             result = await work(_CoreCounters(connection))
             await (connection.commit() if keep(result) else connection.rollback())

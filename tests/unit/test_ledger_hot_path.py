@@ -241,3 +241,61 @@ async def test_a_hold_cancelled_while_it_waits_for_a_lock_holds_nothing(pg_url: 
         assert len(await hold_rows(engine, user)) == 4
     finally:
         await engine.dispose()
+
+
+@pytest_asyncio.fixture
+async def sqlite_url(tmp_path: Any) -> str:
+    from ledger.migrate import upgrade
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
+    await upgrade(url)
+    return url
+
+
+async def test_on_sqlite_a_hold_cancelled_while_it_waits_for_the_write_lock_holds_nothing(sqlite_url: str) -> None:
+    """SQLite's counterpart of the lock wait above: the Hold's BEGIN IMMEDIATE waits in aiosqlite's
+    thread while another writer holds the lock. Cut there, its connection may still be inside that
+    statement, so it leaves the pool: no Hold, no charge, and every connection works after."""
+    engine = make_engine(sqlite_url, pool_size=2, max_overflow=0).execution_options(sqlite_begin="IMMEDIATE")
+    try:
+        user, key = await new_user(engine, allowance=1000)
+        ledger = Ledger(engine, "hot")
+        first = await ledger.hold(sky(user, key, 10))
+        async with engine.connect() as blocker:
+            await blocker.execute(text("UPDATE monthly_usage SET used = used WHERE user_id = :u"), {"u": user.hex})
+            waiting = asyncio.ensure_future(ledger.hold(sky(user, key, 10)))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            waiting.cancel()
+            await blocker.rollback()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert await ledger.end(first.hold_id, 2)
+        for _ in range(3):  # every connection of the pool works, none is left inside a transaction
+            held = await ledger.hold(sky(user, key, 10))
+            assert await ledger.end(held.hold_id, 1)
+        assert (await standing_of(engine, user, key))[0] == 2 + 3
+        async with session_factory(engine)() as session:
+            states = (await session.execute(text("SELECT state, count(*) FROM holds GROUP BY state"))).all()
+        assert dict(states) == {"settled": 4}
+    finally:
+        await engine.dispose()
+
+
+async def test_on_sqlite_a_failed_statement_rolls_the_whole_hold_back(sqlite_url: str) -> None:
+    """A Hold whose INSERT fails (here: a User that does not exist, against the foreign key) charges
+    nothing, and its connection goes back to the pool out of its transaction."""
+    engine = make_engine(sqlite_url, pool_size=1, max_overflow=0).execution_options(sqlite_begin="IMMEDIATE")
+    try:
+        user, key = await new_user(engine, allowance=1000)
+        ledger = Ledger(engine, "hot")
+        with pytest.raises(Exception, match="FOREIGN KEY"):
+            await ledger.hold(sky(uuid7(), key, 10))
+        held = await ledger.hold(sky(user, key, 10))  # the pool's one connection, usable
+        assert await ledger.end(held.hold_id, 5)
+        assert (await standing_of(engine, user, key))[0] == 5
+        async with engine.connect() as connection:
+            months = (await connection.execute(text("SELECT count(*) FROM monthly_usage"))).scalar_one()
+        assert months == 1  # the failed Hold's month row went with its transaction
+    finally:
+        await engine.dispose()

@@ -1,0 +1,57 @@
+"""A pooled SQLite connection driven by aiosqlite itself, for the ledger's hot path (ledger/tokens.py).
+
+The embedded default's counterpart of ledger/pooled_driver.py. The connection
+comes from the engine's pool (so its size, its timeout and the PRAGMAs of
+ledger.db hold), but no SQLAlchemy Connection wraps it: SQLAlchemy's aiosqlite
+adapter crosses to aiosqlite's thread four times a statement (cursor, execute,
+fetch, close), while `execute_fetchall` crosses once. The transaction begins
+as the engine's `sqlite_begin` option says (IMMEDIATE for the ledger's
+writes: the write lock at once, SQLite's `SELECT ... FOR UPDATE`).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Awaitable, Callable, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
+
+from ledger.db import SQLITE_BEGIN_MODES
+
+T = TypeVar("T")
+
+
+def drives(engine: AsyncEngine) -> bool:
+    """Whether this path can take the engine's connections: SQLite through aiosqlite."""
+    return engine.dialect.name == "sqlite" and engine.dialect.driver == "aiosqlite"
+
+
+async def in_transaction(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]], keep: Callable[[T], bool]) -> T:
+    """`work(driver)` in BEGIN ... COMMIT when `keep(result)`, else ROLLBACK; an error rolls back.
+
+    A connection whose work was cut short (a cancel) may still be running its
+    statement in aiosqlite's thread: it never goes back to the pool.
+    """
+    mode = engine.get_execution_options().get("sqlite_begin", "DEFERRED")
+    if mode not in SQLITE_BEGIN_MODES:
+        raise ValueError(f"sqlite_begin must be one of {SQLITE_BEGIN_MODES}, not {mode!r}")
+    pooled = await engine.raw_connection()
+    driver, cut = pooled.driver_connection, None
+    try:
+        await driver.execute_fetchall(f"BEGIN {mode}")
+        try:
+            result = await work(driver)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await driver.execute_fetchall("ROLLBACK")
+            raise
+        await driver.execute_fetchall("COMMIT" if keep(result) else "ROLLBACK")
+        return result
+    except BaseException as error:
+        if not isinstance(error, Exception):
+            cut = error
+        raise
+    finally:
+        if cut is not None:
+            await greenlet_spawn(pooled.invalidate, cut)
+        await greenlet_spawn(pooled.close)
