@@ -13,8 +13,10 @@ from api.account.csrf import csrf_ok
 from api.account.session import live_session
 from api.error_mapping import key_refusal_error
 from api.timing import stage
+from ledger import driver_sql
+from ledger.db import bound_engine
 from ledger.errors import KeyRefused
-from ledger.keys import Principal, authenticate
+from ledger.keys import Principal, authenticate, authenticate_on
 from ledger.models import Role
 from ledger.operations.users import admin_name
 
@@ -25,9 +27,14 @@ def services_of(request: Request) -> Any:
 
 async def _authenticate(request: Request) -> Principal:
     services = services_of(request)
+    authorization = request.headers.get("authorization")
+    engine = bound_engine(services.sessions)
     try:
-        async with services.sessions() as session:
-            principal = await authenticate(session, request.headers.get("authorization"))
+        if engine is not None and driver_sql.drives(engine):
+            principal = await authenticate_on(engine, services.sessions, authorization)
+        else:
+            async with services.sessions() as session:
+                principal = await authenticate(session, authorization)
     except KeyRefused as refusal:
         # 60 a minute from one address with a missing, wrong or revoked key.
         address = request.client.host if request.client else "unknown"

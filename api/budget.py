@@ -9,7 +9,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import errors
+from ledger import driver_sql
 from ledger.coltypes import utcnow
+from ledger.db import bound_engine
 from ledger.survive import survive
 from ledger.models import Counting, UsageStatus
 from ledger.leases import HoldLeases, new_owner
@@ -58,8 +60,7 @@ class TokenLedger:
     @property
     def write_engine(self) -> AsyncEngine | None:
         """The hot path: Holds and their ends straight on the write sessions' engine, no session."""
-        engine = getattr(self.write_sessions, "kw", {}).get("bind")
-        return engine if isinstance(engine, AsyncEngine) else None
+        return bound_engine(self.write_sessions)
 
     async def check_spend_stop(self) -> None:
         if await self.spend_stopped():
@@ -67,12 +68,16 @@ class TokenLedger:
 
     async def spend_stopped(self) -> bool:
         """Read at most once a second: every request asks, and the stop rarely changes."""
-        from ledger.spend import spend_stop
+        from ledger.spend import spend_stop, spend_stop_locked_on
 
         now = time.monotonic()
         if now - self._spend_read_at >= SPEND_STOP_TTL_S:
-            async with self.sessions() as session:
-                self._spend_locked = (await spend_stop(session)).locked
+            engine = bound_engine(self.sessions)
+            if engine is not None and driver_sql.drives(engine):
+                self._spend_locked = await spend_stop_locked_on(engine)
+            else:
+                async with self.sessions() as session:
+                    self._spend_locked = (await spend_stop(session)).locked
             self._spend_read_at = now
         return self._spend_locked
 

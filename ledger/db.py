@@ -51,6 +51,12 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     return engine
 
 
+def bound_engine(sessions: Any) -> AsyncEngine | None:
+    """The engine a session factory is bound to (the hot paths run on its pool); None if it has none."""
+    engine = getattr(sessions, "kw", {}).get("bind")
+    return engine if isinstance(engine, AsyncEngine) else None
+
+
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     # expire_on_commit=False: rows stay readable after commit without a new
     # query, which an async session could not do implicitly.

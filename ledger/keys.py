@@ -10,12 +10,15 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import bindparam, case, func, or_, update
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from ledger import driver_sql
 from ledger.coltypes import utcnow
 from ledger.errors import (
     KeyRefused, NameRefused, NameTaken, NoKeyGiven, NotFound, PausedKey, RevokedKey, StatusChangeRefused,
@@ -233,11 +236,9 @@ async def authenticate(session: AsyncSession, authorization: str | None) -> Prin
     Call it first on its session: it ends the session's transaction, so no
     snapshot or lock outlives the check while a long request runs.
     """
-    raw_key = _bearer_token(authorization)
-    if not raw_key.startswith((KEY_PREFIX, LEGACY_KEY_PREFIX)):
-        raise UnknownKey(INVALID_API_KEY)
+    key_hash = _key_hash_of(authorization)
     try:
-        key = await _usable_key(session, hash_key(raw_key))
+        key = await _usable_key(session, key_hash)
     except KeyRefused:
         await session.rollback()
         raise
@@ -249,6 +250,29 @@ async def authenticate(session: AsyncSession, authorization: str | None) -> Prin
 
 # Built once: making the statement anew took about as much CPU as running it, on every request.
 _KEY_BY_HASH = select(ApiKey, User.standing).join(User).where(ApiKey.key_hash == bindparam("key_hash"))
+
+
+# The same check's read for the drivers' hot path (authenticate_on): the columns it needs, no ORM row.
+_KEY_COLUMNS_BY_HASH = (
+    select(ApiKey.id, ApiKey.user_id, ApiKey.name, ApiKey.status, ApiKey.last_used_at, User.standing)
+    .join(User).where(ApiKey.key_hash == bindparam("key_hash"))
+)
+
+
+async def authenticate_on(engine: AsyncEngine, sessions: Any, authorization: str | None) -> Principal:
+    """authenticate, on a connection of `engine`'s pool driven by its own driver (ledger/driver_sql.py):
+    the key's row in one read and no session, the API's path for every request. Only a stale
+    last_used_at takes a session of `sessions`, to write it (once a minute a key at most)."""
+    rows = await driver_sql.read(engine, _KEY_COLUMNS_BY_HASH, {"key_hash": _key_hash_of(authorization)})
+    if not rows:
+        raise UnknownKey(INVALID_API_KEY)
+    key_id, user_id, name, status, last_used_at, standing = rows[0]
+    _refuse_unusable(KeyStatus(status), Standing(standing))
+    principal = Principal(user_id=user_id, key_id=key_id, key_name=name)
+    if _stale(last_used_at):
+        async with sessions() as session:
+            await _touch(session, principal.key_id, last_used_at)
+    return principal
 
 
 async def _usable_key(session: AsyncSession, key_hash: str) -> ApiKey:
@@ -267,6 +291,13 @@ async def recheck(session: AsyncSession, principal: Principal) -> None:
     if row is None:
         raise UnknownKey(INVALID_API_KEY)
     _refuse_unusable(*row)
+
+
+def _key_hash_of(authorization: str | None) -> str:
+    raw_key = _bearer_token(authorization)
+    if not raw_key.startswith((KEY_PREFIX, LEGACY_KEY_PREFIX)):
+        raise UnknownKey(INVALID_API_KEY)
+    return hash_key(raw_key)
 
 
 def _bearer_token(authorization: str | None) -> str:
@@ -289,10 +320,14 @@ def _refuse_unusable(status: KeyStatus, standing: Standing) -> None:
         raise PausedKey(KEY_DISABLED)
 
 
+def _stale(last_used_at: datetime | None, now: datetime | None = None) -> bool:
+    return last_used_at is None or (now or utcnow()) - last_used_at >= LAST_USED_RESOLUTION
+
+
 async def _touch(session: AsyncSession, key_id: uuid.UUID, last_used_at: datetime | None) -> None:
     """Record the use when last_used_at is stale, then end the transaction."""
     now = utcnow()
-    if last_used_at is not None and now - last_used_at < LAST_USED_RESOLUTION:
+    if not _stale(last_used_at, now):
         await session.rollback()
         return
     # The WHERE makes concurrent first uses write once, not once each.

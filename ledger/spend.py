@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from ledger import driver_sql
 from ledger.coltypes import utcnow
 from ledger.models import SpendSample, SpendStop, SpendStopChange, StopChangeKind
 
@@ -147,6 +149,16 @@ async def spend_stop(session: AsyncSession) -> SpendStop:
     session.expunge(row)
     await session.rollback()
     return row
+
+
+_STOP_LOCKED = select(SpendStop.locked).where(SpendStop.id == 1)
+
+
+async def spend_stop_locked_on(engine: AsyncEngine) -> bool:
+    """Whether the stop is on, in one read on a connection of `engine`'s pool driven by its own
+    driver (ledger/driver_sql.py): the API asks on its requests, at most once a second."""
+    rows = await driver_sql.read(engine, _STOP_LOCKED, {})
+    return bool(rows[0][0]) if rows else False
 
 
 async def set_spend_stop(session: AsyncSession, locked: bool, reason: str = "", by: str = "") -> SpendStop:

@@ -11,7 +11,7 @@ writes: the write lock at once, SQLite's `SELECT ... FOR UPDATE`).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
@@ -26,18 +26,30 @@ def drives(engine: AsyncEngine) -> bool:
     return engine.dialect.name == "sqlite" and engine.dialect.driver == "aiosqlite"
 
 
-async def in_transaction(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]], keep: Callable[[T], bool]) -> T:
-    """`work(driver)` in BEGIN ... COMMIT when `keep(result)`, else ROLLBACK; an error rolls back.
+@contextlib.asynccontextmanager
+async def _pooled(engine: AsyncEngine) -> AsyncIterator[Any]:
+    """A connection of the engine's pool, as aiosqlite's own. One whose work was cut short (a
+    cancel) may still be running its statement in aiosqlite's thread: it never goes back."""
+    pooled = await engine.raw_connection()
+    cut = None
+    try:
+        yield pooled.driver_connection
+    except BaseException as error:
+        if not isinstance(error, Exception):
+            cut = error
+        raise
+    finally:
+        if cut is not None:
+            await greenlet_spawn(pooled.invalidate, cut)
+        await greenlet_spawn(pooled.close)
 
-    A connection whose work was cut short (a cancel) may still be running its
-    statement in aiosqlite's thread: it never goes back to the pool.
-    """
+
+async def in_transaction(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]], keep: Callable[[T], bool]) -> T:
+    """`work(driver)` in BEGIN ... COMMIT when `keep(result)`, else ROLLBACK; an error rolls back."""
     mode = engine.get_execution_options().get("sqlite_begin", "DEFERRED")
     if mode not in SQLITE_BEGIN_MODES:
         raise ValueError(f"sqlite_begin must be one of {SQLITE_BEGIN_MODES}, not {mode!r}")
-    pooled = await engine.raw_connection()
-    driver, cut = pooled.driver_connection, None
-    try:
+    async with _pooled(engine) as driver:
         await driver.execute_fetchall(f"BEGIN {mode}")
         try:
             result = await work(driver)
@@ -47,11 +59,9 @@ async def in_transaction(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]
             raise
         await driver.execute_fetchall("COMMIT" if keep(result) else "ROLLBACK")
         return result
-    except BaseException as error:
-        if not isinstance(error, Exception):
-            cut = error
-        raise
-    finally:
-        if cut is not None:
-            await greenlet_spawn(pooled.invalidate, cut)
-        await greenlet_spawn(pooled.close)
+
+
+async def one_statement(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]]) -> T:
+    """One statement on its own (SQLite makes it one transaction), on a pooled connection: a read."""
+    async with _pooled(engine) as driver:
+        return await work(driver)

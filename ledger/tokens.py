@@ -25,13 +25,12 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import bindparam, case, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.exc import NoResultFound
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.coltypes import utcnow
-from ledger import pooled_driver, sqlite_driver
+from ledger import driver_sql, pooled_driver, sqlite_driver
 from ledger.ids import uuid7
 from ledger.models import (
     Budget, Counting, Hold, HoldState, MonthlyUsage, PaysFrom, UsageSource, UsageStatus, User,
@@ -262,45 +261,11 @@ class _CoreCounters(_Counters):
         return list(result) if result.returns_rows else []
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    """One statement compiled for a driver: its SQL, its parameters in order with their
-    defaults, and the types' conversions SQLAlchemy would apply on the way in and out."""
-
-    sql: str
-    names: tuple[str, ...]
-    defaults: dict
-    binds: tuple[Callable[[Any], Any] | None, ...]
-    results: tuple[Callable[[Any], Any] | None, ...]
-
-    @classmethod
-    def of(cls, statement: Any, dialect: Any) -> "_Compiled":
-        compiled = statement.compile(dialect=dialect)
-        names = tuple(compiled.positiontup)
-        processors = compiled._bind_processors
-        results = tuple(column[3]._cached_result_processor(dialect, None) for column in compiled._result_columns)
-        return cls(str(compiled), names, compiled.params, tuple(processors.get(name) for name in names), results)
-
-    def args(self, params: dict) -> list:
-        values = (params[name] if name in params else self.defaults[name] for name in self.names)
-        return [value if bind is None or value is None else bind(value) for bind, value in zip(self.binds, values)]
-
-
 class _DriverCounters(_Counters):
-    """PostgreSQL: the same statements, compiled once, on the asyncpg connection (prepared statements).
-    asyncpg takes and gives Python's own values (UUIDs, datetimes), so no conversion runs."""
-
-    _compiled: dict[int, _Compiled] = {}
+    """PostgreSQL: the same statements, compiled once, on the asyncpg connection (prepared statements)."""
 
     def __init__(self, driver: Any) -> None:
         self.driver = driver
-
-    @classmethod
-    def _sql(cls, statement: Any) -> _Compiled:
-        found = cls._compiled.get(id(statement))
-        if found is None:
-            found = cls._compiled[id(statement)] = _Compiled.of(statement, _PG_DIALECT)
-        return found
 
     async def charge_and_insert(self, row: dict) -> None:
         """One statement: the charges as CTEs of the Hold's INSERT. Every row they update is locked
@@ -315,36 +280,20 @@ class _DriverCounters(_Counters):
         return bool(await self._run(_END_IN_ONE, {"hid": hold_id, **{f"e_{k}": v for k, v in values.items()}}))
 
     async def _run(self, statement: Any, params: dict) -> list:
-        compiled = self._sql(statement)
-        args = [params[name] if name in params else compiled.defaults[name] for name in compiled.names]
-        return await self.driver.fetch(compiled.sql, *args)
+        return await driver_sql.fetch_asyncpg(self.driver, statement, params)
 
 
 class _SqliteDriverCounters(_Counters):
     """SQLite (the embedded default): the same statements, compiled once, on the aiosqlite
-    connection itself (ledger/sqlite_driver.py), with the types' conversions of SQLAlchemy's
-    own execution (UUIDs as hex, UTC datetimes as text, and back)."""
+    connection itself (ledger/sqlite_driver.py)."""
 
     dialect = "sqlite"
-    _compiled: dict[int, _Compiled] = {}
 
     def __init__(self, driver: Any, engine_dialect: Any) -> None:
         self.driver, self.engine_dialect = driver, engine_dialect
 
-    def _sql(self, statement: Any) -> _Compiled:
-        found = self._compiled.get(id(statement))
-        if found is None:
-            found = self._compiled[id(statement)] = _Compiled.of(statement, self.engine_dialect)
-        return found
-
     async def _run(self, statement: Any, params: dict) -> list:
-        compiled = self._sql(statement)
-        rows = await self.driver.execute_fetchall(compiled.sql, compiled.args(params))
-        return [tuple(value if convert is None else convert(value) for convert, value in zip(compiled.results, row))
-                for row in rows]
-
-
-_PG_DIALECT = asyncpg_dialect()
+        return await driver_sql.fetch_aiosqlite(self.driver, self.engine_dialect, statement, params)
 
 
 def _charged_insert(pays_from: PaysFrom, key_budget: bool) -> Any:

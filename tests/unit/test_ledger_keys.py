@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -37,7 +38,21 @@ async def make_key(sessions, user_name="alice", key_name="laptop"):
     return user, key, raw
 
 
+# The key check's two ways in: in a session (the session API), and the API's own, one read on the
+# pool's driver (authenticate_on). A test that takes `auth_path` runs on each.
+AUTH_PATH = {"path": "session"}
+
+
+@pytest.fixture(params=["session", "driver"])
+def auth_path(request):
+    AUTH_PATH["path"] = request.param
+    yield request.param
+    AUTH_PATH["path"] = "session"
+
+
 async def auth(sessions, header):
+    if AUTH_PATH["path"] == "driver":
+        return await keys.authenticate_on(sessions.kw["bind"], sessions, header)
     async with sessions() as session:
         return await keys.authenticate(session, header)
 
@@ -122,15 +137,16 @@ async def test_user_names_are_unique(sessions):
 
 # Authentication ---------------------------------------------------------------
 @aio
-async def test_authenticate_returns_the_principal(sessions):
+async def test_authenticate_returns_the_principal(sessions, auth_path):
     user, key, raw = await make_key(sessions)
     principal = await auth(sessions, f"Bearer {raw}")
     assert principal == keys.Principal(user_id=user.id, key_id=key.id, key_name="laptop")
+    assert isinstance(principal.user_id, uuid.UUID) and isinstance(principal.key_id, uuid.UUID)
     assert await auth(sessions, f"bearer  {raw} ") == principal  # the scheme ignores case
 
 
 @aio
-async def test_last_used_at_is_written_at_most_once_a_minute(sessions):
+async def test_last_used_at_is_written_at_most_once_a_minute(sessions, auth_path):
     _, key, raw = await make_key(sessions)
     await auth(sessions, f"Bearer {raw}")
     first = await last_used(sessions, key.id)
@@ -151,21 +167,21 @@ async def last_used(sessions, key_id):
 
 @aio
 @pytest.mark.parametrize("header", [None, "", "   ", "Bearer", "Bearer   ", "Basic dXNlcjpwYXNz", "sk-acs-abc"])
-async def test_missing_authorization(sessions, header):
+async def test_missing_authorization(sessions, header, auth_path):
     error = await refused(sessions, header, MissingAuthorization)
     assert_401(error, "missing_authorization", MISSING)
 
 
 @aio
 @pytest.mark.parametrize("token", ["nonsense", "sk-acs-", "sk-acs-unknown", "acs-bm-unknown", "SK-ACS-x"])
-async def test_invalid_api_key(sessions, token):
+async def test_invalid_api_key(sessions, token, auth_path):
     await make_key(sessions)
     error = await refused(sessions, f"Bearer {token}", InvalidApiKey)
     assert_401(error, "invalid_api_key", "Incorrect API key provided.")
 
 
 @aio
-async def test_a_key_of_the_old_platform_works_by_its_hash(sessions):
+async def test_a_key_of_the_old_platform_works_by_its_hash(sessions, auth_path):
     user, _, _ = await make_key(sessions)
     legacy = "acs-bm-0123456789abcdef"
     async with sessions() as session, session.begin():
@@ -174,7 +190,7 @@ async def test_a_key_of_the_old_platform_works_by_its_hash(sessions):
 
 
 @aio
-async def test_revoked_key(sessions):
+async def test_revoked_key(sessions, auth_path):
     _, key, raw = await make_key(sessions)
     await set_status(sessions, key.id, KeyStatus.revoked)
     error = await refused(sessions, f"Bearer {raw}", KeyRevoked)
@@ -184,7 +200,7 @@ async def test_revoked_key(sessions):
 
 
 @aio
-async def test_paused_key_and_resume(sessions):
+async def test_paused_key_and_resume(sessions, auth_path):
     _, key, raw = await make_key(sessions)
     await set_status(sessions, key.id, KeyStatus.paused)
     error = await refused(sessions, f"Bearer {raw}", KeyDisabled)
@@ -194,7 +210,7 @@ async def test_paused_key_and_resume(sessions):
 
 
 @aio
-async def test_suspended_account_covers_live_keys_but_not_revoked_ones(sessions):
+async def test_suspended_account_covers_live_keys_but_not_revoked_ones(sessions, auth_path):
     user, key, raw = await make_key(sessions)
     _, revoked, revoked_raw = await make_key(sessions, key_name="old")
     await set_status(sessions, revoked.id, KeyStatus.revoked)
