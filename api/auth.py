@@ -14,7 +14,6 @@ from api.account.session import live_session
 from api.error_mapping import key_refusal_error
 from api.timing import stage
 from ledger import driver_sql
-from ledger.db import bound_engine
 from ledger.errors import KeyRefused
 from ledger.keys import Principal, authenticate, authenticate_on
 from ledger.models import Role
@@ -28,9 +27,9 @@ def services_of(request: Request) -> Any:
 async def _authenticate(request: Request) -> Principal:
     services = services_of(request)
     authorization = request.headers.get("authorization")
-    engine = bound_engine(services.sessions)
+    engine = driver_sql.driven_engine(services.sessions)
     try:
-        if engine is not None and driver_sql.drives(engine):
+        if engine is not None:
             principal = await authenticate_on(engine, services.sessions, authorization)
         else:
             async with services.sessions() as session:

@@ -72,8 +72,8 @@ class TokenLedger:
 
         now = time.monotonic()
         if now - self._spend_read_at >= SPEND_STOP_TTL_S:
-            engine = bound_engine(self.sessions)
-            if engine is not None and driver_sql.drives(engine):
+            engine = driver_sql.driven_engine(self.sessions)
+            if engine is not None:
                 self._spend_locked = await spend_stop_locked_on(engine)
             else:
                 async with self.sessions() as session:

@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ledger import pooled_driver, sqlite_driver
+from ledger.db import bound_engine
 
 _PG_DIALECT = asyncpg_dialect()
 
@@ -74,6 +75,12 @@ async def fetch_aiosqlite(driver: Any, dialect: Any, statement: Any, params: dic
 def drives(engine: AsyncEngine) -> bool:
     """Whether the engine's connections can run statements here: asyncpg or aiosqlite."""
     return engine.dialect.name == "postgresql" or sqlite_driver.drives(engine)
+
+
+def driven_engine(sessions: Any) -> AsyncEngine | None:
+    """The engine a session factory is bound to, where its driver runs statements here; else None."""
+    engine = bound_engine(sessions)
+    return engine if engine is not None and drives(engine) else None
 
 
 async def read(engine: AsyncEngine, statement: Any, params: dict) -> list:
