@@ -89,6 +89,14 @@ def _create_sqlite_folder(url: str) -> None:
         Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
 
 
+def sqlite_begin(execution_options: Any) -> str:
+    """The BEGIN that an engine's `sqlite_begin` option asks for (DEFERRED when it names none)."""
+    mode = execution_options.get("sqlite_begin", "DEFERRED")
+    if mode not in SQLITE_BEGIN_MODES:
+        raise ValueError(f"sqlite_begin must be one of {SQLITE_BEGIN_MODES}, not {mode!r}")
+    return f"BEGIN {mode}"
+
+
 def _configure_sqlite(engine: AsyncEngine) -> None:
     """WAL, foreign keys, a busy timeout, and real transactions.
 
@@ -110,7 +118,4 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
-        mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
-        if mode not in SQLITE_BEGIN_MODES:
-            raise ValueError(f"sqlite_begin must be one of {SQLITE_BEGIN_MODES}, not {mode!r}")
-        connection.exec_driver_sql(f"BEGIN {mode}")
+        connection.exec_driver_sql(sqlite_begin(connection.get_execution_options()))

@@ -236,24 +236,19 @@ async def authenticate(session: AsyncSession, authorization: str | None) -> Prin
     Call it first on its session: it ends the session's transaction, so no
     snapshot or lock outlives the check while a long request runs.
     """
-    key_hash = _key_hash_of(authorization)
+    row = (await session.execute(_KEY_BY_HASH, {"key_hash": _key_hash_of(authorization)})).first()
     try:
-        key = await _usable_key(session, key_hash)
+        principal, last_used_at = _checked(row)
     except KeyRefused:
         await session.rollback()
         raise
-    # Read before the transaction ends: a rollback expires the row.
-    principal = Principal(user_id=key.user_id, key_id=key.id, key_name=key.name)
-    await _touch(session, key.id, key.last_used_at)
+    await _touch(session, principal.key_id, last_used_at)
     return principal
 
 
 # Built once: making the statement anew took about as much CPU as running it, on every request.
-_KEY_BY_HASH = select(ApiKey, User.standing).join(User).where(ApiKey.key_hash == bindparam("key_hash"))
-
-
-# The same check's read for the drivers' hot path (authenticate_on): the columns it needs, no ORM row.
-_KEY_COLUMNS_BY_HASH = (
+# The columns a Principal and the refusals need, no ORM row: both ways in read them alike.
+_KEY_BY_HASH = (
     select(ApiKey.id, ApiKey.user_id, ApiKey.name, ApiKey.status, ApiKey.last_used_at, User.standing)
     .join(User).where(ApiKey.key_hash == bindparam("key_hash"))
 )
@@ -263,25 +258,21 @@ async def authenticate_on(engine: AsyncEngine, sessions: Any, authorization: str
     """authenticate, on a connection of `engine`'s pool driven by its own driver (ledger/driver_sql.py):
     the key's row in one read and no session, the API's path for every request. Only a stale
     last_used_at takes a session of `sessions`, to write it (once a minute a key at most)."""
-    rows = await driver_sql.read(engine, _KEY_COLUMNS_BY_HASH, {"key_hash": _key_hash_of(authorization)})
-    if not rows:
-        raise UnknownKey(INVALID_API_KEY)
-    key_id, user_id, name, status, last_used_at, standing = rows[0]
-    _refuse_unusable(KeyStatus(status), Standing(standing))
-    principal = Principal(user_id=user_id, key_id=key_id, key_name=name)
+    rows = await driver_sql.read(engine, _KEY_BY_HASH, {"key_hash": _key_hash_of(authorization)})
+    principal, last_used_at = _checked(rows[0] if rows else None)
     if _stale(last_used_at):
         async with sessions() as session:
             await _touch(session, principal.key_id, last_used_at)
     return principal
 
 
-async def _usable_key(session: AsyncSession, key_hash: str) -> ApiKey:
-    row = (await session.exec(_KEY_BY_HASH, params={"key_hash": key_hash})).first()
+def _checked(row: Any) -> tuple[Principal, datetime | None]:
+    """The key's Principal and last use from its row, or the refusal it earns (None: no such key)."""
     if row is None:
         raise UnknownKey(INVALID_API_KEY)
-    key, standing = row
-    _refuse_unusable(key.status, standing)
-    return key
+    key_id, user_id, name, status, last_used_at, standing = row
+    _refuse_unusable(KeyStatus(status), Standing(standing))
+    return Principal(user_id=user_id, key_id=key_id, key_name=name), last_used_at
 
 
 async def recheck(session: AsyncSession, principal: Principal) -> None:

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
-from ledger.db import SQLITE_BEGIN_MODES
+from ledger.db import sqlite_begin
 
 T = TypeVar("T")
 
@@ -46,11 +46,9 @@ async def _pooled(engine: AsyncEngine) -> AsyncIterator[Any]:
 
 async def in_transaction(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]], keep: Callable[[T], bool]) -> T:
     """`work(driver)` in BEGIN ... COMMIT when `keep(result)`, else ROLLBACK; an error rolls back."""
-    mode = engine.get_execution_options().get("sqlite_begin", "DEFERRED")
-    if mode not in SQLITE_BEGIN_MODES:
-        raise ValueError(f"sqlite_begin must be one of {SQLITE_BEGIN_MODES}, not {mode!r}")
+    begin = sqlite_begin(engine.get_execution_options())
     async with _pooled(engine) as driver:
-        await driver.execute_fetchall(f"BEGIN {mode}")
+        await driver.execute_fetchall(begin)
         try:
             result = await work(driver)
         except Exception:
