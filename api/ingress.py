@@ -40,6 +40,15 @@ class Ingress:
             self.services.wake_runner = RunnerNudge(runner)
         # Renew this replica's Holds; release those of replicas that died.
         self.services.ledger.leases.start()
+        self.services.resident.start()
+
+    async def check_health(self) -> None:
+        """Serve's health check: a colocated engine or Runner that stopped gets the replica replaced."""
+        await self.services.resident.check_health()
+
+    async def __del__(self) -> None:
+        # Serve's graceful shutdown: the Runner's grace, then the colocated engines' stop.
+        await self.services.resident.stop()
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         app = create_app()

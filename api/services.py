@@ -16,6 +16,7 @@ from api.metrics.request_model import note_model
 from api.metrics.tally import PROCESS_TALLY
 from api.settings import Settings
 from api.tokenizers import TokenizerRegistry
+from deployments.resident import NoResident, Resident
 from ledger.coltypes import utcnow
 
 MODEL_NOT_FOUND = "The model `{name}` does not exist. The API serves {ids}."
@@ -47,6 +48,9 @@ class Services:
     # once: in Serve a call on the Runner's handle. The Runner's poll is the fallback, so a
     # nudge that is lost (or none, in a test) only delays the work by one poll.
     wake_runner: Callable[[Any], None] = lambda kind: None
+    # What the ingress's replica hosts beside the routes, with the replica's life: a colocated
+    # profile's engines and Runner (deployments/resident.py); nothing otherwise.
+    resident: Resident = field(default_factory=NoResident)
 
     def served_models(self) -> list[Any]:
         return list(self.catalog.models.values())

@@ -14,7 +14,7 @@ from api.account.mailer import mailer_of
 from api.completions.admission import Admission
 from api.idempotency import Idempotency
 from api.inference.breaker import CircuitBreaker
-from api.inference.clients import EngineClient, HandleEngineClient
+from api.inference.clients import EngineClient, HandleEngineClient, LocalEngineClient
 from api.inference.gateway import ModelGateway
 from api.metrics.counts import Counts, counts_from_settings
 from api.metrics.line import MeteredKeyLine
@@ -25,7 +25,8 @@ from api.traffic.limits import traffic_from_settings
 from deployments.background.kinds import WorkHandler
 from deployments.background.runner import Runner, RunnerTimes
 from deployments.catalog import Catalog, load_catalog
-from deployments.operations import Operations, build_operations
+from deployments.operations import DeploymentRef, Operations, build_operations, serve_replica_counter
+from deployments.resident import Background, Colocated
 from ledger.db import make_engine, session_factory
 
 
@@ -110,6 +111,31 @@ def ingress_services(model_handles: dict[str, Any], profile: str) -> Services:
     clients = {model_id: HandleEngineClient(handle, model_id) for model_id, handle in model_handles.items()}
     services = compose(settings, load_catalog(profile, models_root=settings.models_dir), clients, make_engine(settings.ledger_url()))
     _load_tokenizers(services)
+    return services
+
+
+def colocated_services(model_handles: dict[str, Any], profile: str) -> Services:
+    """A colocated profile's ingress replica: the models' engines, the Runner and the operations
+    run in this process, over the same services as the routes (`model_handles` is empty)."""
+    from ray import serve
+
+    from deployments.vllm_engine import VllmEngine
+
+    settings = get_settings()
+    catalog = load_catalog(profile, models_root=settings.models_dir)
+    engines = {model_id: VllmEngine(spec.weights_path(), spec.vllm_args(), cpu=spec.gpu_shape == "cpu")
+               for model_id, spec in catalog.models.items()}
+    db_engine = make_engine(settings.ledger_url())
+    clients = {model_id: LocalEngineClient(engine) for model_id, engine in engines.items()}
+    services = compose(settings, catalog, clients, db_engine)
+    _load_tokenizers(services)
+    # This replica holds the engines: Serve's count of its deployment is the models' count. No
+    # warm window keeps a floor (no handles): the engines live as long as the replica.
+    here = serve.get_replica_context()
+    replicas = {model_id: DeploymentRef(here.app_name, here.deployment) for model_id in catalog.models}
+    operations = build_operations(write_sessions_of(db_engine), catalog, {}, pause_usd=settings.spend_pause_usd,
+                                  sample_s=settings.spend_sample_s, count_replicas=serve_replica_counter(replicas))
+    services.resident = Colocated(list(engines.values()), Background(build_runner(services), operations))
     return services
 
 

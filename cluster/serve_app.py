@@ -1,4 +1,5 @@
-"""The Serve application: one deployment per served model, and the ingress.
+"""The Serve application: one deployment per served model, the Runner and the ingress; or,
+for a colocated profile, the ingress alone, hosting them all.
 
 `serve run cluster.serve_app:app` serves the profile named by ACS_PROFILE;
 `serve run cluster.serve_app:build profile=gpu` names it explicitly.
@@ -15,6 +16,9 @@ RUNNER_CPUS = 0.1
 # Serve's default (5) would queue requests in the proxy; the API's own limits
 # (per-key line, per-model in-flight cap) decide admission instead.
 INGRESS_MAX_ONGOING = 2000
+# A replica that hosts an engine: a start on a cold GPU loads the weights, so the
+# constructor gets room, and a stop gives the engine's requests their grace.
+ENGINE_REPLICA_TIMES = {"health_check_period_s": 10, "health_check_timeout_s": 60, "graceful_shutdown_timeout_s": 30}
 
 
 def replica_count(scaling: Any) -> dict[str, Any]:
@@ -34,11 +38,7 @@ def model_deployment(spec: Any) -> Application:
         ray_actor_options=spec.ray_actor_options.model_dump(),
         # The API's own in-flight cap per model is 100: Serve must not cap lower, and
         # the warm windows' keep_warm calls come on top of it.
-        max_ongoing_requests=100 + KEEP_WARM_PLACES,
-        # A start on a cold GPU loads the weights: give the constructor room.
-        health_check_period_s=10,
-        health_check_timeout_s=60,
-        graceful_shutdown_timeout_s=30,
+        max_ongoing_requests=100 + KEEP_WARM_PLACES, **ENGINE_REPLICA_TIMES,
     ).bind(spec.model_dump(by_alias=True))
 
 
@@ -57,16 +57,34 @@ def runner_deployment(handles: dict[str, Application], profile: str) -> Applicat
 
 
 def build_application(profile: str) -> Application:
-    from api.ingress import Ingress
     from api.settings import get_settings
-    from cluster.composition import ingress_services
     from deployments.catalog import load_catalog
 
     catalog = load_catalog(profile, models_root=get_settings().models_dir)
+    if catalog.colocate:
+        return colocated_application(catalog, profile)
+    from api.ingress import Ingress
+    from cluster.composition import ingress_services
+
     handles = {model_id: model_deployment(spec) for model_id, spec in catalog.models.items()}
     return Ingress.options(
         name="ingress", ray_actor_options={"num_cpus": INGRESS_CPUS}, max_ongoing_requests=INGRESS_MAX_ONGOING,
     ).bind(handles, profile, ingress_services, runner_deployment(handles, profile))
+
+
+def colocated_application(catalog: Any, profile: str) -> Application:
+    """One deployment: the ingress's replica hosts the models' engines and the Runner
+    (deployments/catalog.py, `colocate`), and so asks for their resources and their start's time."""
+    from api.ingress import Ingress
+    from cluster.composition import colocated_services
+
+    models = [spec.ray_actor_options for spec in catalog.models.values()]
+    resources = {"num_cpus": INGRESS_CPUS + RUNNER_CPUS + sum(options.num_cpus for options in models),
+                 "num_gpus": sum(options.num_gpus for options in models)}
+    return Ingress.options(
+        name="ingress", num_replicas=1, ray_actor_options=resources, max_ongoing_requests=INGRESS_MAX_ONGOING,
+        **ENGINE_REPLICA_TIMES,
+    ).bind({}, profile, colocated_services)
 
 
 def build(args: dict[str, str]) -> Application:

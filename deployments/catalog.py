@@ -240,6 +240,10 @@ class Profile(_Strict):
     models: list[str] = Field(min_length=1)
     default: str | None = None
     aliases: dict[str, str] = {}
+    # The ingress replica hosts the models' engines and the background Runner itself, instead
+    # of a deployment each: one machine's platform then runs one process beside the engine's
+    # core, as vLLM's own server does (bench/README.md, "One process").
+    colocate: bool = False
 
 
 class Catalog(BaseModel):
@@ -248,6 +252,7 @@ class Catalog(BaseModel):
     models: dict[str, ModelSpec]
     default_id: str
     aliases: dict[str, str] = {}
+    colocate: bool = False  # the profile's: see Profile
 
     @model_validator(mode="after")
     def _consistent(self) -> Catalog:
@@ -261,6 +266,11 @@ class Catalog(BaseModel):
         served = [m.served_model_name for m in self.models.values()]
         if len(set(served)) != len(served):
             raise ValueError("two models share a served_model_name")
+        if self.colocate:
+            scaled = [m.id for m in self.models.values() if (m.autoscaling.min_replicas, m.autoscaling.max_replicas) != (1, 1)]
+            if scaled:
+                # A colocated engine lives and scales with the ingress's one replica.
+                raise ValueError(f"colocate needs one fixed replica of each model; {', '.join(scaled)} scales")
         return self
 
     @property
@@ -344,6 +354,6 @@ def load_catalog(
         for model_id, spec in specs.items()
     }
     try:
-        return Catalog(models=specs, default_id=default_id, aliases=prof.aliases)
+        return Catalog(models=specs, default_id=default_id, aliases=prof.aliases, colocate=prof.colocate)
     except ValueError as exc:
         raise CatalogError(f"{path}: {exc}") from exc

@@ -97,8 +97,18 @@ class SpendSampler:
         return max(0.0, min(since, MOST_SPANS_A_SAMPLE * self.sample_s))
 
 
+@dataclass(frozen=True)
+class DeploymentRef:
+    """The deployment whose replicas hold a model, as a handle names it: a colocated model's
+    is the ingress's own (deployments/catalog.py, `colocate`)."""
+
+    app_name: str
+    deployment_name: str
+
+
 def serve_replica_counter(handles: dict[str, Any]) -> CountReplicas:
-    """Counts each model's replicas from Serve's details, through its handle's deployment."""
+    """Counts each model's replicas from Serve's details, through its handle's deployment
+    (a handle or a DeploymentRef)."""
     async def count(model_ids: list[str]) -> dict[str, int]:
         return await asyncio.to_thread(_count_from_serve, handles, model_ids)
     return count

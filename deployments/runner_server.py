@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from deployments.background.runner import Runner
 from deployments.operations import Operations
+from deployments.resident import Background
 from ledger.models import WorkKind
 
 
@@ -22,10 +23,9 @@ class RunnerServer:
                        build_operations: Callable[[dict[str, Any], str], Operations]) -> None:
         # The composition root builds the Runner with its kinds; this replica only hosts it.
         self.runner = build_runner(model_handles, profile)
-        self.runner.start()
         # The spend sampler and the warm windows' floor: once per cluster, as this replica is.
-        self.operations = build_operations(model_handles, profile)
-        self.operations.start()
+        self.background = Background(self.runner, build_operations(model_handles, profile))
+        self.background.start()
 
     async def wake(self, kind: str) -> None:
         """The ingress queued work of `kind` (a WorkKind's value)."""
@@ -36,10 +36,7 @@ class RunnerServer:
         return {"owner": self.runner.owner, "pid": os.getpid()}
 
     async def check_health(self) -> None:
-        """A loop that ended is a Runner that stopped working: Serve replaces the replica."""
-        self.runner.check_alive()
-        self.operations.check_alive()
+        await self.background.check_health()
 
     async def __del__(self) -> None:
-        await self.operations.stop()
-        await self.runner.stop()
+        await self.background.stop()

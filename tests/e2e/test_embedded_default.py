@@ -1,6 +1,7 @@
 """The embedded default model (SmolLM2-135M, float32, 30 Layers) through Ray
 Serve: reads and steers equal HF transformers on the same weights, and the
-spec's contrast-steering cookbook runs unchanged at its middle Layer.
+spec's contrast-steering cookbook runs unchanged at its middle Layer. The
+profile is colocated: one ingress replica hosts the engine and the Runner.
 
 Slow (a minute or two on a CPU): `-m "not slow"` leaves it out.
 """
@@ -78,6 +79,26 @@ def test_a_read_equals_the_reference_on_prompt_and_generated_rows(embedded: Any,
     read = layers_of(answer)
     assert read.shape == (3, len(prompt_ids) + 3, 576)
     np.testing.assert_allclose(read, reference(model, ids[:-1], [0, LAYER, 29]), **TOLERANCE)
+
+
+def test_the_colocated_app_is_one_ingress_replica_that_also_runs_jobs(embedded: tuple[str, str]) -> None:
+    import time
+
+    from ray import serve
+
+    deployments = serve.status().applications["embedded"].deployments
+    assert {name: status.status.value for name, status in deployments.items()} == {"ingress": "HEALTHY"}
+    base, key = embedded
+    headers = {"Authorization": f"Bearer {key}"}
+    body = {"model": "llama-8b", "prompt": PROMPT, "max_tokens": 4, "temperature": 0}
+    job = httpx.post(f"{base}/completion-jobs", json=body, headers=headers, timeout=60).json()
+    deadline = time.monotonic() + 120
+    while (status := httpx.get(f"{base}/completion-jobs/{job['id']}", headers=headers, timeout=30).json())["status"] \
+            not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    result = httpx.get(f"{base}/completion-jobs/{job['id']}/result", headers=headers, timeout=30).json()
+    assert result["choices"][0]["text"] == complete(embedded, prompt=PROMPT, max_tokens=4)["choices"][0]["text"]
 
 
 def test_a_steer_moves_its_layer_and_what_follows_as_the_reference(embedded: Any, smollm2: Any,
