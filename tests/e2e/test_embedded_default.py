@@ -178,3 +178,67 @@ def test_the_cookbooks_harvest_script_runs_as_it_is(embedded: tuple[str, str], s
     tokenizer = smollm2[1]
     assert [tensors[f"tokens_{i}"].tolist() for i in (0, 1)] == [
         tokenizer(text)["input_ids"] for text in ("The sky is", "Grass is")]
+
+
+# Last in the module: it kills the app's one replica, and waits for Serve's new one.
+def test_a_sigkill_of_the_one_replica_releases_the_hold_and_leaves_no_engine_behind(
+        embedded: tuple[str, str], serve_instance: ServeInstance) -> None:
+    import signal
+    import threading
+    import time
+    import uuid
+
+    import psutil
+    from sqlmodel import select
+
+    from ledger.models import Hold
+
+    def replica() -> psutil.Process | None:
+        # Ray titles an actor's process with its class: the app's one replica.
+        found = [p for p in psutil.process_iter(["cmdline"])
+                 if (p.info["cmdline"] or [""])[0].startswith("ray::ServeReplica:embedded:ingress")]
+        assert len(found) <= 1, found
+        return found[0] if found else None
+
+    def holds(request_id: str) -> list[Any]:
+        async def read(session: Any) -> list[Any]:
+            return list((await session.exec(select(Hold).where(Hold.request_id == request_id))).all())
+        return serve_instance.read_ledger(read)
+
+    def wait_for(check: Any, timeout_s: float) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while not (found := check()):
+            assert time.monotonic() < deadline, "it never came"
+            time.sleep(0.2)
+        return found
+
+    base, key = embedded
+    killed = replica()
+    assert killed is not None
+    # vLLM's EngineCore, and multiprocessing's resource tracker beside it.
+    children = killed.children(recursive=True)
+    assert any(child.name().startswith("VLLM::EngineCor") for child in children), children
+    request_id = f"req_{uuid.uuid4().hex}"
+    answers: list[Any] = []
+
+    def long_request() -> None:
+        try:
+            answers.append(httpx.post(f"{base}/completions", timeout=300, json={
+                "model": "llama-8b", "prompt": PROMPT, "max_tokens": 1800, "temperature": 0},
+                headers={"Authorization": f"Bearer {key}", "X-Request-Id": request_id}))
+        except httpx.HTTPError as error:
+            answers.append(error)
+
+    client = threading.Thread(target=long_request)
+    client.start()
+    wait_for(lambda: holds(request_id), 60)
+    killed.send_signal(signal.SIGKILL)
+    client.join(120)
+    assert answers and not (isinstance(answers[0], httpx.Response) and answers[0].status_code == 200), answers
+    _, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, f"outlived the killed replica: {alive}"
+    # The Hold of the cut request costs nothing, once its lease lapsed; Serve's new replica serves.
+    (hold,) = wait_for(lambda: [h for h in holds(request_id) if h.state.value != "held"], 180)
+    assert (hold.state.value, hold.used) == ("released", 0)
+    wait_for(lambda: (replica() or killed).pid != killed.pid, 180)
+    assert complete(embedded, prompt=PROMPT, max_tokens=2)["usage"]["completion_tokens"] == 2
