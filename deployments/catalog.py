@@ -267,7 +267,8 @@ class Catalog(BaseModel):
         if len(set(served)) != len(served):
             raise ValueError("two models share a served_model_name")
         if self.colocate:
-            scaled = [m.id for m in self.models.values() if (m.autoscaling.min_replicas, m.autoscaling.max_replicas) != (1, 1)]
+            scaled = [m.id for m in self.models.values()
+                      if (m.autoscaling.min_replicas, m.autoscaling.max_replicas) != (1, 1)]
             if scaled:
                 # A colocated engine lives and scales with the ingress's one replica.
                 raise ValueError(f"colocate needs one fixed replica of each model; {', '.join(scaled)} scales")
