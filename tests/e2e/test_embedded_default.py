@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import time
 from typing import Any, Iterator
 
 import httpx
@@ -70,6 +71,15 @@ def steer(v: np.ndarray, **fields: Any) -> dict:
     return {"activations": [v.tolist()], "layer_indices": [LAYER], **fields}
 
 
+def wait_for(check: Any, timeout_s: float) -> Any:
+    """Poll `check` until it returns something true; return that."""
+    deadline = time.monotonic() + timeout_s
+    while not (found := check()):
+        assert time.monotonic() < deadline, "it never came"
+        time.sleep(0.2)
+    return found
+
+
 def test_a_read_equals_the_reference_on_prompt_and_generated_rows(embedded: Any, smollm2: Any,
                                                                   prompt_ids: list[int]) -> None:
     model, tokenizer = smollm2
@@ -82,8 +92,6 @@ def test_a_read_equals_the_reference_on_prompt_and_generated_rows(embedded: Any,
 
 
 def test_the_colocated_app_is_one_ingress_replica_that_also_runs_jobs(embedded: tuple[str, str]) -> None:
-    import time
-
     from ray import serve
 
     deployments = serve.status().applications["embedded"].deployments
@@ -92,11 +100,8 @@ def test_the_colocated_app_is_one_ingress_replica_that_also_runs_jobs(embedded: 
     headers = {"Authorization": f"Bearer {key}"}
     body = {"model": "llama-8b", "prompt": PROMPT, "max_tokens": 4, "temperature": 0}
     job = httpx.post(f"{base}/completion-jobs", json=body, headers=headers, timeout=60).json()
-    deadline = time.monotonic() + 120
-    while (status := httpx.get(f"{base}/completion-jobs/{job['id']}", headers=headers, timeout=30).json())["status"] \
-            not in ("succeeded", "failed"):
-        assert time.monotonic() < deadline, status
-        time.sleep(0.1)
+    wait_for(lambda: httpx.get(f"{base}/completion-jobs/{job['id']}", headers=headers, timeout=30).json()["status"]
+             in ("succeeded", "failed"), 120)
     result = httpx.get(f"{base}/completion-jobs/{job['id']}/result", headers=headers, timeout=30).json()
     assert result["choices"][0]["text"] == complete(embedded, prompt=PROMPT, max_tokens=4)["choices"][0]["text"]
 
@@ -185,7 +190,6 @@ def test_a_sigkill_of_the_one_replica_releases_the_hold_and_leaves_no_engine_beh
         embedded: tuple[str, str], serve_instance: ServeInstance) -> None:
     import signal
     import threading
-    import time
     import uuid
 
     import psutil
@@ -204,13 +208,6 @@ def test_a_sigkill_of_the_one_replica_releases_the_hold_and_leaves_no_engine_beh
         async def read(session: Any) -> list[Any]:
             return list((await session.exec(select(Hold).where(Hold.request_id == request_id))).all())
         return serve_instance.read_ledger(read)
-
-    def wait_for(check: Any, timeout_s: float) -> Any:
-        deadline = time.monotonic() + timeout_s
-        while not (found := check()):
-            assert time.monotonic() < deadline, "it never came"
-            time.sleep(0.2)
-        return found
 
     base, key = embedded
     killed = replica()
