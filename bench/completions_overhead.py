@@ -413,9 +413,10 @@ def get_ok(url: str, key: str | None = None) -> dict[str, Any] | None:
     return response.json() if response.status_code == 200 else None
 
 
-def base_env(tmp: Path) -> dict[str, str]:
+def base_env(tmp: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
     # vLLM puts its ipc sockets (and Ray its session) in the temp dir: keep them in ours.
-    return {**os.environ, "TMPDIR": str(tmp), "VLLM_RPC_BASE_PATH": str(tmp), "PYTHONUNBUFFERED": "1"}
+    return {**(os.environ if environ is None else environ), "TMPDIR": str(tmp), "VLLM_RPC_BASE_PATH": str(tmp),
+            "PYTHONUNBUFFERED": "1"}
 
 
 # -- vLLM's own server ----------------------------------------------------------------
@@ -463,23 +464,34 @@ def ours_ready(base: str, key: str) -> bool:
 
 
 def start_ours(args: argparse.Namespace, tmp: Path) -> tuple[Server, str, str]:
-    env = {**base_env(tmp), "ACS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'acs.db'}", "ACS_PROFILE": "embedded"}
-    cmd = [sys.executable, "-m", "cluster.embedded", "--port", str(args.ours_port)]
+    return start_embedded(args.ours_port, tmp, args.start_timeout)
+
+
+def start_embedded(port: int, tmp: Path, start_timeout: float,
+                   environ: dict[str, str] | None = None) -> tuple[Server, str, str]:
+    """`python -m cluster.embedded` on `port` over a SQLite ledger in `tmp`, its model warm:
+    the server, its /v1 address and the local user's key. `environ` replaces os.environ."""
+    env = {**base_env(tmp, environ), "ACS_DATABASE_URL": embedded_ledger_url(tmp), "ACS_PROFILE": "embedded"}
+    cmd = [sys.executable, "-m", "cluster.embedded", "--port", str(port)]
     print("[bench] ours:", " ".join(cmd[1:]), flush=True)
     server = Server("ours", cmd, env, tmp / "ours.log")
-    base = f"http://127.0.0.1:{args.ours_port}/v1"
-    wait_until(server, lambda: found_key(server) is not None, args.start_timeout, "the API key line")
+    base = f"http://127.0.0.1:{port}/v1"
+    wait_until(server, lambda: found_key(server) is not None, start_timeout, "the API key line")
     key = found_key(server)
     if key.startswith("("):
         raise RuntimeError(f"ours printed no key: {key}")
-    remaining = args.start_timeout - (time.monotonic() - server.started)
+    remaining = start_timeout - (time.monotonic() - server.started)
     wait_until(server, lambda: ours_ready(base, key), max(remaining, 1), f"{MODEL_ID} warm")
     return server, base, key
 
 
+def embedded_ledger_url(tmp: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp / 'acs.db'}"
+
+
 def remove_bench_key_file(tmp: Path) -> None:
     """cluster.embedded keeps one key file per ledger; the bench's ledger is temporary."""
-    url = f"sqlite+aiosqlite:///{tmp / 'acs.db'}"
+    url = embedded_ledger_url(tmp)
     (REPO_ROOT / "var" / f"local-api-key.{hashlib.sha256(url.encode()).hexdigest()[:8]}").unlink(missing_ok=True)
 
 

@@ -59,11 +59,14 @@ async def prepare_ledger(settings: Settings, path: Path | None = None) -> str:
 def serve_profile(profile: str, host: str, port: int, num_cpus: int) -> None:
     from ray import serve
 
-    from cluster.ray_env import start_local_ray
+    from cluster.ray_env import direct_ingress_environment, free_port, start_local_ray
     from cluster.serve_app import build_application
 
+    # One machine, one ingress replica: it answers on `port` itself. Serve still runs its proxy,
+    # which direct ingress needs, on a port of its own that nobody is told about.
+    direct_ingress_environment(port)
     start_local_ray(num_cpus=num_cpus)
-    serve.start(http_options={"host": host, "port": port})
+    serve.start(http_options={"host": host, "port": free_port(host)})
     serve.run(build_application(profile), name="acs", route_prefix="/", blocking=False)
 
 

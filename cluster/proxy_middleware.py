@@ -1,14 +1,17 @@
-"""Middleware for Serve's HTTP proxy (RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH).
+"""Middleware for Serve's HTTP servers (RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH): its proxy
+actor's and, under direct ingress (the embedded default: cluster/ray_env.py), the ingress
+replica's own.
 
-Serve's proxy always runs its own request-id middleware: it passes on any
+Serve's HTTP server always runs its own request-id middleware: it passes on any
 caller X-Request-Id, makes a UUID otherwise, and appends X-Request-ID to
 every answer, next to the one the API sets. This guard sits outside it, so
 the id follows the spec (the caller's only when it has 1-64 of
 [A-Za-z0-9_-]) and every answer carries exactly one X-Request-Id.
 
-It also stamps the proxy's wall time on the request (`x-acs-proxy-start`,
+It also stamps the server's wall time on the request (`x-acs-proxy-start`,
 replacing any caller's), from which the ingress's Server-Timing counts the
-`proxy` stage (api/timing.py).
+`proxy` stage (api/timing.py): under direct ingress, the time from the
+replica's HTTP server to the routes.
 """
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 OBJECT_STORE_BYTES = 128 * 1024 * 1024
@@ -34,6 +35,30 @@ def prepare_ray_environment() -> None:
     # A local Ray has no Prometheus to scrape its own series (a cluster keeps them: `ray start
     # --metrics-export-port`), and collecting them wakes every worker and the agent.
     os.environ.setdefault("RAY_enable_metrics_collection", "0")
+
+
+def direct_ingress_environment(port: int) -> None:
+    """Serve's direct ingress: the one ingress replica listens on `port` itself, so a request
+    and each event of a stream skip the hop through Serve's proxy actor (bench/README.md, "Direct
+    ingress"). Set before `ray` starts: the controller and the replicas read it when they start."""
+    os.environ.update(
+        RAY_SERVE_ENABLE_DIRECT_INGRESS="1",
+        # Serve hands ingress replicas the ports of [MIN, MAX): here the one port asked for.
+        RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT=str(port),
+        RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT=str(port + 1),
+        # Serve holds a stopping replica open this long for a load balancer to drop it first;
+        # none stands in front here, so a stop waits for the requests in flight alone.
+        RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S="0",
+        # The replica that follows a killed one takes the same port at once, not after a pause.
+        RAY_SERVE_PORT_QUARANTINE_S="0",
+    )
+
+
+def free_port(host: str) -> int:
+    """A port on `host` that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
 
 
 def start_local_ray(num_cpus: int | None = None) -> None:

@@ -57,6 +57,20 @@ async def _key(url: str, user: str) -> str:
         await engine.dispose()
 
 
+def read_ledger(database_url: str, read: Any) -> Any:
+    """`await read(session)` on the ledger at `database_url`, from a (synchronous) test."""
+    async def run() -> Any:
+        from ledger.db import make_engine, session_factory
+
+        engine = make_engine(database_url)
+        try:
+            async with session_factory(engine)() as session:
+                return await read(session)
+        finally:
+            await engine.dispose()
+    return run_async(run())
+
+
 @dataclass
 class ServeInstance:
     """Ray and Serve on 127.0.0.1:PORT over one PostgreSQL ledger."""
@@ -72,16 +86,7 @@ class ServeInstance:
 
     def read_ledger(self, read: Any) -> Any:
         """`await read(session)` on the stack's ledger, from a (synchronous) test."""
-        async def run() -> Any:
-            from ledger.db import make_engine, session_factory
-
-            engine = make_engine(self.database_url)
-            try:
-                async with session_factory(engine)() as session:
-                    return await read(session)
-            finally:
-                await engine.dispose()
-        return run_async(run())
+        return read_ledger(self.database_url, read)
 
     @contextlib.contextmanager
     def application(self, profile: str, name: str, route_prefix: str) -> Iterator[str]:

@@ -1,39 +1,90 @@
-"""The embedded default model (SmolLM2-135M, float32, 30 Layers) through Ray
-Serve: reads and steers equal HF transformers on the same weights, and the
-spec's contrast-steering cookbook runs unchanged at its middle Layer. The
-profile is colocated: one ingress replica hosts the engine and the Runner.
+"""The embedded default as its README command runs it (`python -m cluster.embedded`, a
+subprocess with its own local Ray and SQLite ledger): reads and steers of SmolLM2-135M
+(float32, 30 Layers) equal HF transformers on the same weights, and the spec's cookbooks run
+unchanged. The profile is colocated and served by Serve's direct ingress: one ingress replica
+hosts the engine and the Runner, and answers on the platform's port itself.
 
-Slow (a minute or two on a CPU): `-m "not slow"` leaves it out.
+Slow (a few minutes on a CPU): `-m "not slow"` leaves it out.
 """
 from __future__ import annotations
 
 import ast
 import os
+import shutil
+import tempfile
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
 import numpy as np
+import psutil
 import pytest
 import torch
 
+from bench.completions_overhead import Server, embedded_ledger_url, remove_bench_key_file, session_members, start_embedded
+from cluster.ray_env import free_port
 from deployments.tensor_codec import decode
 from deployments.catalog import load_catalog
 from tests.hf_reference import greedy, reference
-from tests.serve_fixtures import ServeInstance
 from tests.programs import run_program
+from tests.serve_fixtures import read_ledger
 
 pytestmark = pytest.mark.slow
 PROMPT = "The capital of France is"
 LAYER = 15
 # Two kernels (vLLM's CPU attention and HF's) on numbers up to ~1e2: float32 rounding differs.
 TOLERANCE = dict(atol=2e-3, rtol=2e-3)
+# What the test session's own Serve instance sets for its applications (tests/conftest.py):
+# the embedded default runs without them, as on a fresh machine.
+SESSION_ONLY = ("ACS_REDIS_URL", "ACS_METRICS_REDIS_PREFIX", "ACS_SMTP_URL", "ACS_DATABASE_URL", "ACS_PROFILE")
+REPLICA_TITLE = "ray::ServeReplica:acs:"
+
+
+@dataclass
+class Platform:
+    server: Server
+    base: str
+    key: str
+    port: int
+    folder: Path
+
+    def replicas(self) -> list[psutil.Process]:
+        """Serve's replicas among the processes the platform started (Ray titles them by class)."""
+        found = []
+        for pid in session_members(self.server.proc.pid):
+            try:
+                process = psutil.Process(pid)
+                if (process.cmdline() or [""])[0].startswith(REPLICA_TITLE):
+                    found.append(process)
+            except psutil.NoSuchProcess:
+                pass
+        return found
+
+    def read_ledger(self, read: Any) -> Any:
+        return read_ledger(embedded_ledger_url(self.folder), read)
 
 
 @pytest.fixture(scope="module")
-def embedded(serve_instance: ServeInstance) -> Iterator[tuple[str, str]]:
-    with serve_instance.application("embedded", "embedded", "/embedded") as base:
-        yield base, serve_instance.new_key("embedded")
+def platform() -> Iterator[Platform]:
+    # A short folder: Ray's session puts its Unix sockets in it (a path has at most 107 bytes).
+    folder = Path(tempfile.mkdtemp(prefix="acs-embedded-"))
+    environ = {key: value for key, value in os.environ.items() if key not in SESSION_ONLY}
+    environ["ACS_HARVEST_STORAGE"] = str(folder / "harvests")
+    port = free_port("127.0.0.1")
+    server, base, key = start_embedded(port, folder, start_timeout=900, environ=environ)
+    try:
+        yield Platform(server, base, key, port, folder)
+    finally:
+        server.stop(120)
+        remove_bench_key_file(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def embedded(platform: Platform) -> tuple[str, str]:
+    return platform.base, platform.key
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +142,22 @@ def test_a_read_equals_the_reference_on_prompt_and_generated_rows(embedded: Any,
     np.testing.assert_allclose(read, reference(model, ids[:-1], [0, LAYER, 29]), **TOLERANCE)
 
 
-def test_the_colocated_app_is_one_ingress_replica_that_also_runs_jobs(embedded: tuple[str, str]) -> None:
-    from ray import serve
-
-    deployments = serve.status().applications["embedded"].deployments
-    assert {name: status.status.value for name, status in deployments.items()} == {"ingress": "HEALTHY"}
+def test_the_one_ingress_replica_answers_on_the_port_itself_and_runs_jobs(platform: Platform,
+                                                                            embedded: tuple[str, str]) -> None:
+    (replica,) = platform.replicas()
+    assert (replica.cmdline() or [""])[0].startswith(REPLICA_TITLE + "ingress")
+    listening = {c.laddr.port for c in replica.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    assert platform.port in listening
+    # The request id and the Server-Timing of Serve's proxy middleware, on the replica's own server.
     base, key = embedded
     headers = {"Authorization": f"Bearer {key}"}
+    answer = httpx.post(f"{base}/completions", headers={**headers, "X-Request-Id": "mine_1"}, timeout=120,
+                        json={"model": "llama-8b", "prompt": PROMPT, "max_tokens": 1})
+    assert answer.status_code == 200 and answer.headers.get_list("x-request-id") == ["mine_1"]
+    assert {"proxy", "engine", "total"} <= {part.split(";")[0] for part in answer.headers["server-timing"].split(", ")}
+    refused = httpx.post(f"{base}/completions", headers={**headers, "X-Request-Id": "not mine!"}, json={}, timeout=30)
+    assert refused.status_code == 400 and refused.headers.get_list("x-request-id") == [refused.json()["request_id"]]
+    # Background work runs in the same replica: a Job answers what a Completion does.
     body = {"model": "llama-8b", "prompt": PROMPT, "max_tokens": 4, "temperature": 0}
     job = httpx.post(f"{base}/completion-jobs", json=body, headers=headers, timeout=60).json()
     wait_for(lambda: httpx.get(f"{base}/completion-jobs/{job['id']}", headers=headers, timeout=30).json()["status"]
@@ -187,27 +247,24 @@ def test_the_cookbooks_harvest_script_runs_as_it_is(embedded: tuple[str, str], s
 
 # Last in the module: it kills the app's one replica, and waits for Serve's new one.
 def test_a_sigkill_of_the_one_replica_releases_the_hold_and_leaves_no_engine_behind(
-        embedded: tuple[str, str], serve_instance: ServeInstance) -> None:
+        platform: Platform, embedded: tuple[str, str]) -> None:
     import signal
     import threading
     import uuid
 
-    import psutil
     from sqlmodel import select
 
     from ledger.models import Hold
 
     def replica() -> psutil.Process | None:
-        # Ray titles an actor's process with its class: the app's one replica.
-        found = [p for p in psutil.process_iter(["cmdline"])
-                 if (p.info["cmdline"] or [""])[0].startswith("ray::ServeReplica:embedded:ingress")]
+        found = platform.replicas()
         assert len(found) <= 1, found
         return found[0] if found else None
 
     def holds(request_id: str) -> list[Any]:
         async def read(session: Any) -> list[Any]:
             return list((await session.exec(select(Hold).where(Hold.request_id == request_id))).all())
-        return serve_instance.read_ledger(read)
+        return platform.read_ledger(read)
 
     base, key = embedded
     killed = replica()
@@ -238,4 +295,13 @@ def test_a_sigkill_of_the_one_replica_releases_the_hold_and_leaves_no_engine_beh
     (hold,) = wait_for(lambda: [h for h in holds(request_id) if h.state.value != "held"], 180)
     assert (hold.state.value, hold.used) == ("released", 0)
     wait_for(lambda: (replica() or killed).pid != killed.pid, 180)
-    assert complete(embedded, prompt=PROMPT, max_tokens=2)["usage"]["completion_tokens"] == 2
+
+    def answered() -> httpx.Response | None:
+        try:
+            return httpx.post(f"{base}/completions", timeout=120, headers={"Authorization": f"Bearer {key}"},
+                              json={"model": "llama-8b", "prompt": PROMPT, "max_tokens": 2})
+        except httpx.TransportError:  # the new replica's server is not up yet
+            return None
+
+    # The new replica listens on the same port: the port's requests reach it once its engine is up.
+    assert wait_for(answered, 240).json()["usage"]["completion_tokens"] == 2
