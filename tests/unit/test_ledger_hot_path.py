@@ -299,3 +299,56 @@ async def test_on_sqlite_a_failed_statement_rolls_the_whole_hold_back(sqlite_url
         assert months == 1  # the failed Hold's month row went with its transaction
     finally:
         await engine.dispose()
+
+
+async def test_on_sqlite_a_hold_and_its_settlement_cross_to_the_connections_thread_once_each(
+        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BEGIN IMMEDIATE to COMMIT is one call in aiosqlite's thread: the write lock is never held
+    across a turn of the event loop (ledger/sqlite_driver.py). The other crossing is the pool's
+    reset of the connection as it goes back."""
+    import aiosqlite
+
+    engine = make_engine(sqlite_url, pool_size=1, max_overflow=0).execution_options(sqlite_begin="IMMEDIATE")
+    try:
+        user, key = await new_user(engine, allowance=1000)
+        ledger = Ledger(engine, "hot")
+        await ledger.end((await ledger.hold(sky(user, key, 10))).hold_id, 1)  # the pool's connection is open
+        crossings: list[str] = []
+        queue = aiosqlite.Connection._execute
+
+        async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+            crossings.append(getattr(fn, "__name__", repr(fn)))
+            return await queue(self, fn, *args, **kwargs)
+
+        monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+        held = await ledger.hold(sky(user, key, 10))
+        assert crossings == ["_transaction", "rollback"]
+        crossings.clear()
+        assert await ledger.end(held.hold_id, 4)
+        assert crossings == ["_transaction", "rollback"]
+        assert (await standing_of(engine, user, key))[0] == 1 + 4
+    finally:
+        await engine.dispose()
+
+
+async def test_on_sqlite_work_that_awaits_in_the_connections_thread_is_refused_and_rolled_back(
+        sqlite_url: str) -> None:
+    from ledger import sqlite_driver
+
+    engine = make_engine(sqlite_url, pool_size=1, max_overflow=0).execution_options(sqlite_begin="IMMEDIATE")
+    try:
+        user, key = await new_user(engine, allowance=1000)
+
+        async def suspends(connection: Any) -> None:
+            connection.execute("UPDATE monthly_usage SET used = 999")
+            await asyncio.sleep(0)
+
+        with pytest.raises(RuntimeError, match="awaited something in aiosqlite's thread"):
+            await sqlite_driver.in_transaction(engine, suspends, lambda _: True)
+        held = await Ledger(engine, "hot").hold(sky(user, key, 10))  # the connection is out of its transaction
+        assert isinstance(held, Held)
+        async with engine.connect() as connection:
+            used = (await connection.execute(text("SELECT max(used) FROM monthly_usage"))).scalar_one()
+        assert used == held.tokens  # not the 999 of the refused work
+    finally:
+        await engine.dispose()
