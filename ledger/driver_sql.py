@@ -1,7 +1,7 @@
 """SQLAlchemy Core statements run on a pooled connection's own driver (the ledger's hot paths).
 
 Each statement is compiled once per dialect. On asyncpg it runs as a prepared
-statement and takes Python's values as they are; on SQLite the types'
+statement and takes Python's values as they are; on aiosqlite the types'
 conversions that SQLAlchemy's own execution would apply run here (UUIDs as hex,
 UTC datetimes as text, and back), so rows and parameters are the same on both
 paths. ledger/pooled_driver.py and ledger/sqlite_driver.py hand out the connections.
@@ -63,12 +63,12 @@ async def fetch_asyncpg(driver: Any, statement: Any, params: dict) -> list:
     return await driver.fetch(compiled.sql, *compiled.values(params))
 
 
-def fetch_sqlite(connection: Any, dialect: Any, statement: Any, params: dict) -> list[tuple]:
-    """The statement's rows on a sqlite3 connection (in its aiosqlite thread), converted as SQLAlchemy would."""
+async def fetch_aiosqlite(driver: Any, dialect: Any, statement: Any, params: dict) -> list[tuple]:
+    """The statement's rows on an aiosqlite connection, converted as SQLAlchemy would."""
     compiled = _SQLITE_COMPILED.get(id(statement))
     if compiled is None:
         compiled = _SQLITE_COMPILED[id(statement)] = Compiled.of(statement, dialect)
-    rows = connection.execute(compiled.sql, compiled.converted_values(params)).fetchall()
+    rows = await driver.execute_fetchall(compiled.sql, compiled.converted_values(params))
     return [compiled.converted_row(row) for row in rows]
 
 
@@ -88,4 +88,4 @@ async def read(engine: AsyncEngine, statement: Any, params: dict) -> list:
     if engine.dialect.name == "postgresql":
         return await pooled_driver.one_statement(engine, lambda driver: fetch_asyncpg(driver, statement, params))
     return await sqlite_driver.one_statement(
-        engine, lambda connection: fetch_sqlite(connection, engine.dialect, statement, params))
+        engine, lambda driver: fetch_aiosqlite(driver, engine.dialect, statement, params))

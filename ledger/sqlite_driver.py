@@ -1,21 +1,17 @@
-"""A pooled SQLite connection driven in aiosqlite's own thread, for the ledger's hot path (ledger/tokens.py).
+"""A pooled SQLite connection driven by aiosqlite itself, for the ledger's hot path (ledger/tokens.py).
 
 The embedded default's counterpart of ledger/pooled_driver.py. The connection
 comes from the engine's pool (so its size, its timeout and the PRAGMAs of
-ledger.db hold), but no SQLAlchemy Connection wraps it. A whole transaction,
-BEGIN to COMMIT, runs as one call in the connection's aiosqlite thread: the
-event loop is crossed once, not once a statement, and the write lock (the
-engine's `sqlite_begin`: IMMEDIATE for the ledger's writes, SQLite's `SELECT
-... FOR UPDATE`) is held for the statements' own time. Holding it across turns
-of a loop that also streams tokens made the process's other writers wait in
-SQLite's busy handler, which sleeps up to 100 ms a try.
+ledger.db hold), but no SQLAlchemy Connection wraps it: SQLAlchemy's aiosqlite
+adapter crosses to aiosqlite's thread four times a statement (cursor, execute,
+fetch, close), while `execute_fetchall` crosses once. The transaction begins
+as the engine's `sqlite_begin` option says (IMMEDIATE for the ledger's
+writes: the write lock at once, SQLite's `SELECT ... FOR UPDATE`).
 """
 from __future__ import annotations
 
 import contextlib
-import sqlite3
-import threading
-from typing import Any, AsyncIterator, Callable, Coroutine, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
@@ -48,50 +44,22 @@ async def _pooled(engine: AsyncEngine) -> AsyncIterator[Any]:
         await greenlet_spawn(pooled.close)
 
 
-async def in_transaction(engine: AsyncEngine, work: Callable[[sqlite3.Connection], Coroutine[Any, Any, T]],
-                         keep: Callable[[T], bool]) -> T:
-    """`work(connection)` in BEGIN ... COMMIT when `keep(result)`, else ROLLBACK; an error rolls
-    back. `work` is a coroutine whose statements run on the connection as they are called, so it
-    never suspends (the ledger's statements are shared with PostgreSQL's async driver)."""
+async def in_transaction(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]], keep: Callable[[T], bool]) -> T:
+    """`work(driver)` in BEGIN ... COMMIT when `keep(result)`, else ROLLBACK; an error rolls back."""
     begin = sqlite_begin(engine.get_execution_options())
-    # The thread runs on after its caller is cut (a cancel); told so, it rolls back rather than commit.
-    cut = threading.Event()
     async with _pooled(engine) as driver:
+        await driver.execute_fetchall(begin)
         try:
-            return await _in_thread(driver, _transaction, begin, work, keep, cut)
-        except BaseException:
-            cut.set()
+            result = await work(driver)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await driver.execute_fetchall("ROLLBACK")
             raise
+        await driver.execute_fetchall("COMMIT" if keep(result) else "ROLLBACK")
+        return result
 
 
-async def one_statement(engine: AsyncEngine, work: Callable[[sqlite3.Connection], T]) -> T:
-    """`work(connection)`: one statement on its own (SQLite makes it one transaction), a read."""
+async def one_statement(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]]) -> T:
+    """One statement on its own (SQLite makes it one transaction), on a pooled connection: a read."""
     async with _pooled(engine) as driver:
-        return await _in_thread(driver, work)
-
-
-async def _in_thread(driver: Any, function: Callable[..., T], *args: Any) -> T:
-    # aiosqlite's queue to its thread; it names it private, and it is how each of its own calls runs.
-    return await driver._execute(function, driver._conn, *args)
-
-
-def _transaction(connection: sqlite3.Connection, begin: str, work: Callable[[sqlite3.Connection], Any],
-                 keep: Callable[[Any], bool], cut: threading.Event) -> Any:
-    connection.execute(begin)
-    try:
-        result = _to_the_end(work(connection))
-    except Exception:
-        with contextlib.suppress(Exception):
-            connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT" if keep(result) and not cut.is_set() else "ROLLBACK")
-    return result
-
-
-def _to_the_end(coroutine: Coroutine[Any, Any, T]) -> T:
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    coroutine.close()
-    raise RuntimeError("the ledger's SQLite work awaited something in aiosqlite's thread")
+        return await work(driver)

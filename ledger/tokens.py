@@ -284,16 +284,16 @@ class _DriverCounters(_Counters):
 
 
 class _SqliteDriverCounters(_Counters):
-    """SQLite (the embedded default): the same statements, compiled once, on the sqlite3
-    connection in its aiosqlite thread (ledger/sqlite_driver.py): each runs as it is called."""
+    """SQLite (the embedded default): the same statements, compiled once, on the aiosqlite
+    connection itself (ledger/sqlite_driver.py)."""
 
     dialect = "sqlite"
 
-    def __init__(self, connection: Any, engine_dialect: Any) -> None:
-        self.connection, self.engine_dialect = connection, engine_dialect
+    def __init__(self, driver: Any, engine_dialect: Any) -> None:
+        self.driver, self.engine_dialect = driver, engine_dialect
 
     async def _run(self, statement: Any, params: dict) -> list:
-        return driver_sql.fetch_sqlite(self.connection, self.engine_dialect, statement, params)
+        return await driver_sql.fetch_aiosqlite(self.driver, self.engine_dialect, statement, params)
 
 
 def _charged_insert(pays_from: PaysFrom, key_budget: bool) -> Any:
@@ -430,7 +430,7 @@ async def _in_transaction(engine: AsyncEngine, work: Callable[[_Counters], Await
     """Run `work`, then commit when `keep(result)`, else roll back; an error rolls back."""
     if sqlite_driver.drives(engine):
         return await sqlite_driver.in_transaction(
-            engine, lambda connection: work(_SqliteDriverCounters(connection, engine.dialect)), keep)
+            engine, lambda driver: work(_SqliteDriverCounters(driver, engine.dialect)), keep)
     if engine.dialect.name != "postgresql":
         # Another SQLite driver: its BEGIN comes from the engine's options (ledger.db).
         async with engine.connect() as connection:
