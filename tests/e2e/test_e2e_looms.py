@@ -209,8 +209,11 @@ def test_the_guides_commands(stack: tuple[str, str], tmp_path: Path) -> None:
         assert 1 <= len(logprobs["tokens"]) <= 2 and logprobs["text_offset"][0] == 0
         # A Node's text leaves the model's special tokens out, as vLLM's text does
         # (skip_special_tokens); its logprobs name every token sampled. The random
-        # tiny model samples one of its 256 reserved tokens now and then.
-        assert "".join(t for t in logprobs["tokens"] if t not in special_tokens()) == node["text"]
+        # tiny model samples one of its 256 reserved tokens now and then. It also samples a lone
+        # byte of a character now and then: vLLM's text shows it as U+FFFD, its logprobs' token
+        # string leaves it out (seen: text '\ufffd_without', tokens joined '_without').
+        joined = "".join(t for t in logprobs["tokens"] if t not in special_tokens())
+        assert joined.replace("\ufffd", "") == node["text"].replace("\ufffd", "")
 
     # The stream of an ended Branch: the three Nodes and [DONE] at once.
     assert sse_events(curl_output(stack, "stream", **ids)) == [*grown["nodes"], "[DONE]"]
