@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import re
@@ -491,8 +490,9 @@ def embedded_ledger_url(tmp: Path) -> str:
 
 def remove_bench_key_file(tmp: Path) -> None:
     """cluster.embedded keeps one key file per ledger; the bench's ledger is temporary."""
-    url = embedded_ledger_url(tmp)
-    (REPO_ROOT / "var" / f"local-api-key.{hashlib.sha256(url.encode()).hexdigest()[:8]}").unlink(missing_ok=True)
+    from cluster.embedded import key_file
+
+    key_file(embedded_ledger_url(tmp)).unlink(missing_ok=True)
 
 
 # -- one side, start to stop ---------------------------------------------------------------

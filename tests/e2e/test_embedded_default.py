@@ -23,7 +23,8 @@ import psutil
 import pytest
 import torch
 
-from bench.completions_overhead import Server, embedded_ledger_url, remove_bench_key_file, session_members, start_embedded
+from bench.completions_overhead import (Server, embedded_ledger_url, remove_bench_key_file, session_members,
+                                         start_embedded)
 from cluster.ray_env import free_port
 from deployments.tensor_codec import decode
 from deployments.catalog import load_catalog
