@@ -21,10 +21,10 @@ def serve_environment() -> dict[str, str]:
 
 
 # How often Ray's own processes wake at idle, on one machine. The engine's OpenMP threads run on
-# every core, and whatever else runs takes its time from a step: on 2 cores Ray's housekeeping
-# took about 60 core-ms from each 1-second request of `bench/completions_overhead.py
-# --concurrency 1` (bench/README.md, "Ray's housekeeping"). None of these changes what a request
-# does; each makes a local record or report less frequent.
+# every core, and whatever else runs takes its time from a step: on 2 cores Ray's and Serve's own
+# processes took 54-91 core-ms from each 1-second request of `bench/completions_overhead.py
+# --concurrency 1` (bench/README.md, "Ray's housekeeping at idle"). None of these changes what a
+# request does; each makes a local record or report less frequent.
 LOCAL_HOUSEKEEPING = {
     # Serve's replicas, proxy and handles export their cached request metrics every 0.1 s.
     "RAY_SERVE_METRICS_EXPORT_INTERVAL_MS": "1000",
