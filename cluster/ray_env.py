@@ -20,6 +20,22 @@ def serve_environment() -> dict[str, str]:
     return pairs
 
 
+# What a Ray that the platform starts itself runs with, beside cluster/serve.env.
+LOCAL_RAY = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # Explicit, or the first ray.init writes ~/.ray/auth_token and later clusters demand it.
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_DEDUP_LOGS": "0",
+    # Serve's controller wakes every 0.1 s by default; on a 2-core machine each
+    # wake-up can stall a step of the engine's OpenMP threads.
+    "RAY_SERVE_CONTROL_LOOP_INTERVAL_S": "0.5",
+    # Ray runs workers at nice 15; the engine and the ingress are the service here.
+    "RAY_worker_niceness": "0",
+    # A local Ray has no Prometheus to scrape its own series (a cluster keeps them: `ray start
+    # --metrics-export-port`), and collecting them wakes every worker and the agent.
+    "RAY_enable_metrics_collection": "0",
+}
+
 # How often Ray's own processes wake at idle, on one machine. The engine's OpenMP threads run on
 # every core, and whatever else runs takes its time from a step: on 2 cores Ray's and Serve's own
 # processes took 54-91 core-ms from each 1-second request of `bench/completions_overhead.py
@@ -44,21 +60,9 @@ LOCAL_HOUSEKEEPING = {
 
 
 def prepare_ray_environment() -> None:
-    for key, value in serve_environment().items():
-        os.environ.setdefault(key, value)
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    # Explicit, or the first ray.init writes ~/.ray/auth_token and later clusters demand it.
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    # Serve's controller wakes every 0.1 s by default; on a 2-core machine each
-    # wake-up can stall a step of the engine's OpenMP threads.
-    os.environ.setdefault("RAY_SERVE_CONTROL_LOOP_INTERVAL_S", "0.5")
-    # Ray runs workers at nice 15; the engine and the ingress are the service here.
-    os.environ.setdefault("RAY_worker_niceness", "0")
-    # A local Ray has no Prometheus to scrape its own series (a cluster keeps them: `ray start
-    # --metrics-export-port`), and collecting them wakes every worker and the agent.
-    os.environ.setdefault("RAY_enable_metrics_collection", "0")
-    for key, value in LOCAL_HOUSEKEEPING.items():
+    """Each setting of cluster/serve.env, LOCAL_RAY and LOCAL_HOUSEKEEPING that the environment
+    does not set already; where serve.env names a key too, its value wins, as on the nodes."""
+    for key, value in {**LOCAL_RAY, **LOCAL_HOUSEKEEPING, **serve_environment()}.items():
         os.environ.setdefault(key, value)
 
 

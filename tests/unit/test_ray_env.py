@@ -44,9 +44,15 @@ print(json.dumps({
     assert seen == {key: int(LOCAL_HOUSEKEEPING[key]) for key in seen}
 
 
-@pytest.mark.parametrize("key", [key for key in LOCAL_HOUSEKEEPING if key.startswith("RAY_") and key[4].islower()])
-def test_rays_binaries_know_each_cpp_setting(key):
+@pytest.fixture(scope="module")
+def ray_binaries() -> list[bytes]:
+    """Ray's binaries, read once for all the settings (about 80 MB)."""
     import ray
 
     root = Path(ray.__file__).parent
-    assert any(key.encode() in (root / binary).read_bytes() for binary in RAY_BINARIES), key
+    return [(root / binary).read_bytes() for binary in RAY_BINARIES]
+
+
+@pytest.mark.parametrize("key", [key for key in LOCAL_HOUSEKEEPING if key.startswith("RAY_") and key[4].islower()])
+def test_rays_binaries_know_each_cpp_setting(key, ray_binaries):
+    assert any(key.encode() in binary for binary in ray_binaries), key
