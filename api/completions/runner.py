@@ -42,9 +42,19 @@ async def run_outputs(assembly: CompletionAssembly, gateway: ModelGateway, reque
 
     With `waits.total_s` every prompt's answer ends within it, counted from now.
     """
-    queue: asyncio.Queue = asyncio.Queue()
     requests = engine_requests(assembly, request_id)
     deadline = None if waits.total_s is None else asyncio.get_running_loop().time() + waits.total_s
+    if len(requests) == 1:
+        # One prompt, nothing to merge: its outputs come straight from the caller's own task,
+        # without a pump task and a queue, which cost each output a turn of the loop.
+        stream = gateway.stream(requests[0], waits, deadline)
+        try:
+            async for output in stream:
+                yield 0, output
+        finally:
+            await stream.aclose()
+        return
+    queue: asyncio.Queue = asyncio.Queue()
     tasks = [asyncio.create_task(_pump(p, gateway, r, waits, deadline, queue)) for p, r in enumerate(requests)]
     open_streams = len(tasks)
     try:

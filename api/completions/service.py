@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
 from api import errors
 from api.activations.steering import parse_steers
@@ -15,7 +15,7 @@ from api.completions.assembly import CompletionAssembly
 from api.completions.planning import plan
 from api.completions.request import Capture, PlannedRequest
 from api.completions.runner import run_outputs
-from api.completions.streaming import DONE, spaced_json, sse, with_keepalives
+from api.completions.streaming import DONE, KeepaliveStream, spaced_json, sse
 from api.completions.validation import parse_completion_request
 from api.idempotency import replay_response
 from api.inference.gateway import ModelGateway
@@ -207,9 +207,8 @@ class CompletionService:
         # A request without a stream runs on when its client goes away (shield),
         # and pays only for its usage. Its status and headers go out now, the
         # clamp header among them.
-        body = spaced_json(asyncio.shield(task), self.settings.keepalive_s,
-                           lambda e: e.body(request_id, in_stream=True))
-        return StreamingResponse(body, media_type="application/json", headers=admitted.headers)
+        return spaced_json(asyncio.shield(task), self.settings.keepalive_s,
+                           lambda e: e.body(request_id, in_stream=True), headers=admitted.headers)
 
     # -- with a stream ------------------------------------------------------------
     async def _stream(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
@@ -229,8 +228,8 @@ class CompletionService:
             # A stream runs once: its repeat gets 409 no_answer.
             await self.services.idempotency.streamed(claim.record_id)
         events = self._events(admitted, gateway, first, outputs, request_id)
-        body = with_keepalives(events, self.settings.keepalive_s)
-        return StreamingResponse(body, media_type="text/event-stream", headers=admitted.headers)
+        return KeepaliveStream(events, self.settings.keepalive_s, media_type="text/event-stream",
+                               headers=admitted.headers)
 
     async def _events(self, admitted: Admitted, gateway: ModelGateway, first: tuple,
                       outputs: AsyncIterator, request_id: str) -> AsyncIterator[bytes]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
+
+from fastapi.responses import StreamingResponse
 
 from api import errors
 
@@ -16,63 +18,52 @@ def sse(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
-async def with_keepalives(source: AsyncIterator[bytes], interval_s: float,
-                          beat: bytes = KEEPALIVE) -> AsyncIterator[bytes]:
-    """Pass `source` through, adding `beat` every `interval_s` from the start.
+class KeepaliveStream(StreamingResponse):
+    """A StreamingResponse that also sends `beat` every `interval_s` from its start (the spec: a
+    keepalive every 5 s for the whole stream), between two pieces of the body, never after the last.
 
-    The cadence holds while items flow too (the spec: a keepalive every 5 s
-    for the whole stream), and a beat goes only between two items, so it
-    never splits an SSE event.
+    The beats come from a timer task of their own, so each piece goes from the body to the socket
+    in the task that made it: a hand-over between tasks on every piece (a pump and a queue) cost
+    each token of a stream several turns of the one event loop that carries every stream.
     """
-    queue: asyncio.Queue = asyncio.Queue(maxsize=1)
-    end = object()
 
-    async def pump() -> None:
+    def __init__(self, content: AsyncGenerator[bytes, None], interval_s: float, beat: bytes = KEEPALIVE,
+                 **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.interval_s, self.beat = interval_s, beat
+
+    async def stream_response(self, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        # A piece and a beat never interleave: each send holds the turn until it is written.
+        turn = asyncio.Lock()
+        beats = asyncio.create_task(self._beats(send, turn))
         try:
-            async for item in source:
-                await queue.put(item)
-            await queue.put(end)
-        except BaseException as error:  # noqa: BLE001 - re-raised by the consumer
-            await queue.put(error)
+            async for piece in self.body_iterator:
+                async with turn:
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+        finally:
+            # The body ended without a turn of the loop since its last piece went out, so a beat
+            # that fell due meanwhile is cancelled before it can follow that piece ([DONE]).
+            beats.cancel()
+            # A client that went away cut the body at a piece: its own cleanup runs now.
+            await self.body_iterator.aclose()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    task = asyncio.create_task(pump())
-    clock = asyncio.get_running_loop().time
-    next_beat = clock() + interval_s
-    try:
+    async def _beats(self, send: Any, turn: asyncio.Lock) -> None:
+        clock = asyncio.get_running_loop().time
+        next_beat = clock() + self.interval_s
         while True:
-            if clock() >= next_beat:
-                # The source's next item first, where it is ready: a beat due while the reader took
-                # the last item ([DONE]) must not follow it. One turn of the loop lets the pump hand
-                # over what it holds, its end among them.
-                await asyncio.sleep(0)
-                if queue.empty():
-                    yield beat
-                    next_beat += interval_s
-                    if next_beat <= clock():  # a slow reader held us up: no burst of beats
-                        next_beat = clock() + interval_s
-                    continue
-                item = queue.get_nowait()
-            else:
-                try:
-                    item = await asyncio.wait_for(queue.get(), next_beat - clock())
-                except asyncio.TimeoutError:
-                    continue
-            if item is end:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        aclose = getattr(source, "aclose", None)
-        if aclose is not None:
-            await aclose()
+            await asyncio.sleep(max(next_beat - clock(), 0.0))
+            async with turn:
+                await send({"type": "http.response.body", "body": self.beat, "more_body": True})
+            next_beat += self.interval_s
+            if next_beat <= clock():  # a slow reader held us up: no burst of beats
+                next_beat = clock() + self.interval_s
 
 
-async def spaced_json(result: Awaitable[dict[str, Any]], interval_s: float,
-                      on_error: Callable[[errors.ApiError], dict[str, Any]]) -> AsyncIterator[bytes]:
-    """A body that is spaces every `interval_s`, then the JSON (or the error object)."""
+def spaced_json(result: Awaitable[dict[str, Any]], interval_s: float,
+                on_error: Callable[[errors.ApiError], dict[str, Any]], **kwargs: Any) -> KeepaliveStream:
+    """An answer whose body is spaces every `interval_s`, then the JSON (or the error object)."""
 
     async def body() -> AsyncIterator[bytes]:
         try:
@@ -81,5 +72,4 @@ async def spaced_json(result: Awaitable[dict[str, Any]], interval_s: float,
             payload = on_error(error)
         yield json.dumps(payload, ensure_ascii=False).encode()
 
-    async for piece in with_keepalives(body(), interval_s, beat=b" "):
-        yield piece
+    return KeepaliveStream(body(), interval_s, beat=b" ", media_type="application/json", **kwargs)

@@ -166,7 +166,10 @@ class ModelGateway:
     @staticmethod
     async def _next(source: AsyncIterator[EngineOutput], limit_s: float) -> EngineOutput:
         try:
-            return await asyncio.wait_for(source.__anext__(), limit_s)
+            # A timeout on this task's own wait, not wait_for: on Python 3.11 wait_for runs the
+            # wait in a task of its own, three turns of the loop on every output of every stream.
+            async with asyncio.timeout(limit_s):
+                return await source.__anext__()
         except StopAsyncIteration:
             raise errors.UpstreamServerError(errors.STREAM_CUT_MESSAGE) from None
         except (errors.ApiError, asyncio.CancelledError):

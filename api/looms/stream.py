@@ -18,10 +18,8 @@ import logging
 import uuid
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from fastapi.responses import StreamingResponse
-
 from api import errors
-from api.completions.streaming import DONE, sse, with_keepalives
+from api.completions.streaming import DONE, KeepaliveStream, sse
 from api.error_mapping import as_api_error
 from api.errors_http import INTERNAL
 from api.looms.views import node_json
@@ -45,8 +43,8 @@ async def follow(services: Services, loom_id: uuid.UUID, principal: Any, request
     first = await read()
     settings = services.settings
     events = loom_events(first, read, settings.loom_stream_poll_s, request_id)
-    return StreamingResponse(with_keepalives(events, settings.keepalive_s), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache"})
+    return KeepaliveStream(events, settings.keepalive_s, media_type="text/event-stream",
+                           headers={"Cache-Control": "no-cache"})
 
 
 def _state(node: LoomNode) -> tuple[str, str]:

@@ -306,20 +306,60 @@ async def test_keepalives_while_inference_is_silent(fake_stack):
 KEEPALIVE_S = 0.2  # TEST_SETTINGS' keepalive_s
 
 
+async def sent_pieces(response, send_s: float) -> list[bytes]:
+    """The body pieces `response` sends over ASGI to a reader that takes `send_s` for each."""
+    pieces = []
+
+    async def receive():
+        await asyncio.Event().wait()  # the client never goes away
+
+    async def send(message):
+        if message["type"] == "http.response.body" and message.get("more_body"):
+            pieces.append(message["body"])
+            await asyncio.sleep(send_s)
+
+    await response({"type": "http", "asgi": {"spec_version": "2.3"}}, receive, send)
+    return pieces
+
+
 async def test_a_keepalive_due_while_the_reader_takes_the_last_event_does_not_follow_it():
-    from api.completions.streaming import KEEPALIVE, with_keepalives
+    from api.completions.streaming import KEEPALIVE, KeepaliveStream
 
     async def events():
         yield b"data: 1\n\n"
         yield b"data: [DONE]\n\n"
 
-    pieces = []
-    async for piece in with_keepalives(events(), 0.05):
-        pieces.append(piece)
-        await asyncio.sleep(0.1)  # a slow reader: a beat falls due during each send, [DONE]'s too
+    # A slow reader: a beat falls due during each send, [DONE]'s too.
+    pieces = await sent_pieces(KeepaliveStream(events(), 0.05), send_s=0.1)
     # Beats may come between the two events; [DONE] ends the body.
     assert pieces[0] == b"data: 1\n\n" and pieces[-1] == b"data: [DONE]\n\n", pieces
     assert set(pieces[1:-1]) <= {KEEPALIVE}, pieces
+    assert KEEPALIVE in pieces, pieces
+
+
+async def test_a_client_that_goes_away_closes_the_body_it_cut():
+    from api.completions.streaming import KeepaliveStream
+
+    closed = asyncio.Event()
+
+    async def events():
+        try:
+            while True:
+                yield b"data: 1\n\n"
+                await asyncio.sleep(0.01)
+        finally:
+            closed.set()
+
+    async def receive():
+        await asyncio.sleep(0.1)
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        await asyncio.sleep(0)
+
+    response = KeepaliveStream(events(), 0.05)
+    await asyncio.wait_for(response({"type": "http", "asgi": {"spec_version": "2.3"}}, receive, send), 5)
+    assert closed.is_set()
 
 
 @pytest.mark.fake(delay_s=0.04)
