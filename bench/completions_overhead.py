@@ -277,6 +277,30 @@ def port_free(port: int) -> bool:
     return True
 
 
+def descendants(root: int) -> list[int]:
+    """Live pids below `root` in the process tree."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        fields = proc_stat_fields(entry.name) if entry.name.isdigit() else None
+        if fields is not None and fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def become_subreaper() -> None:
+    """Orphans of this process's descendants (a server's Ray daemons after its driver exits) come
+    to this process instead of init, so that `descendants(os.getpid())` still finds them."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
 def session_members(sid: int) -> list[int]:
     """Pids whose session is `sid`: the server and everything it started (Ray's setpgrp keeps the session)."""
     pids = []
@@ -299,15 +323,15 @@ class OtherLoad:
     every core and stall when one is taken.
     """
 
-    def __init__(self, sid: int) -> None:
-        self.sid = sid
-        self.processes = ProcessCpu(lambda: session_members(sid))
-        self.idle = ProcessCpu(lambda: session_members(sid))
+    def __init__(self, members: Callable[[], list[int]]) -> None:
+        self.members = members
+        self.processes = ProcessCpu(members)
+        self.idle = ProcessCpu(members)
         self.idle_by_role: dict[str, Any] = {}
 
     def _ours(self) -> int:
         total = 0
-        for pid in [*session_members(self.sid), os.getpid()]:
+        for pid in [*self.members(), os.getpid()]:
             fields = proc_stat_fields(pid)
             if fields is not None:
                 # utime + stime, and the same for its reaped children (Ray runs short-lived helpers)
@@ -334,12 +358,34 @@ class OtherLoad:
 class Server:
     """One server subprocess in its own session, logging to a file."""
 
-    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_path: Path) -> None:
-        self.name, self.log_path = name, log_path
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_path: Path,
+                 own_session: bool = True) -> None:
+        """`own_session`: the server and all it starts in a session of their own, found by it. Without
+        it they stay in this process's session, and so in its scheduler autogroup: with
+        kernel.sched_autogroup_enabled, a server in a session of its own is a group of its own
+        that shares the CPUs with this process's group as one, and its engine's busy threads left
+        the bench's client waiting for the CPU for hundreds of milliseconds (bench/README.md,
+        "The bench's client and the scheduler's autogroups"); then they are found as this
+        process's descendants."""
+        self.name, self.log_path, self.own_session = name, log_path, own_session
         self.log = open(log_path, "wb")
         self.started = time.monotonic()
+        if not own_session:
+            become_subreaper()
         self.proc = subprocess.Popen(cmd, env=env, cwd=REPO_ROOT, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=own_session,
+                                     process_group=None if own_session else 0)
+
+    def members(self) -> list[int]:
+        """The server's live processes: itself and everything it started."""
+        if self.own_session:
+            return session_members(self.proc.pid)
+        return [self.proc.pid, *descendants(self.proc.pid)] if self.proc.poll() is None else []
+
+    def _leftovers(self) -> list[int]:
+        if self.own_session:
+            return session_members(self.proc.pid)
+        return descendants(os.getpid())  # one server at a time: the rest are its orphans
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -367,13 +413,13 @@ class Server:
         """Whatever the server started and left behind: a grace period, SIGTERM, then SIGKILL."""
         killed: set[int] = set()
         for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            leftovers = session_members(self.proc.pid)
+            leftovers = self._leftovers()
             if sig is not None:
                 killed.update(signal_each(leftovers, sig))
             deadline = time.monotonic() + grace
             while leftovers and time.monotonic() < deadline:
                 time.sleep(0.2)
-                leftovers = session_members(self.proc.pid)
+                leftovers = self._leftovers()
             if not leftovers:
                 break
         if killed:
@@ -443,7 +489,7 @@ def start_vllm(args: argparse.Namespace, tmp: Path, engine_args: dict[str, Any])
     cmd = vllm_command(args.model_dir, args.vllm_port, engine_args)
     print("[bench] vllm:", " ".join(cmd[1:]), flush=True)
     extra = dict(item.split("=", 1) for item in args.vllm_env)
-    server = Server("vllm", cmd, {**base_env(tmp), **extra}, tmp / "vllm.log")
+    server = Server("vllm", cmd, {**base_env(tmp), **extra}, tmp / "vllm.log", own_session=False)
     base = f"http://127.0.0.1:{args.vllm_port}/v1"
     wait_until(server, lambda: get_ok(f"{base}/models") is not None, args.start_timeout, "GET /v1/models")
     return server, base, None
@@ -463,17 +509,17 @@ def ours_ready(base: str, key: str) -> bool:
 
 
 def start_ours(args: argparse.Namespace, tmp: Path) -> tuple[Server, str, str]:
-    return start_embedded(args.ours_port, tmp, args.start_timeout)
+    return start_embedded(args.ours_port, tmp, args.start_timeout, own_session=False)
 
 
-def start_embedded(port: int, tmp: Path, start_timeout: float,
-                   environ: dict[str, str] | None = None) -> tuple[Server, str, str]:
+def start_embedded(port: int, tmp: Path, start_timeout: float, environ: dict[str, str] | None = None,
+                   own_session: bool = True) -> tuple[Server, str, str]:
     """`python -m cluster.embedded` on `port` over a SQLite ledger in `tmp`, its model warm:
     the server, its /v1 address and the local user's key. `environ` replaces os.environ."""
     env = {**base_env(tmp, environ), "ACS_DATABASE_URL": embedded_ledger_url(tmp), "ACS_PROFILE": "embedded"}
     cmd = [sys.executable, "-m", "cluster.embedded", "--port", str(port)]
     print("[bench] ours:", " ".join(cmd[1:]), flush=True)
-    server = Server("ours", cmd, env, tmp / "ours.log")
+    server = Server("ours", cmd, env, tmp / "ours.log", own_session=own_session)
     base = f"http://127.0.0.1:{port}/v1"
     wait_until(server, lambda: found_key(server) is not None, start_timeout, "the API key line")
     key = found_key(server)
@@ -503,7 +549,7 @@ def run_side(name: str, start: Callable[[], tuple[Server, str, str | None]], arg
         server, base, key = start()
         startup = time.monotonic() - t0
         print(f"[bench] {name} ready after {startup:.0f} s; warmup {args.warmup}, then {args.requests} requests", flush=True)
-        probe = OtherLoad(server.proc.pid)
+        probe = OtherLoad(server.members)
         try:
             samples, elapsed = asyncio.run(measure(base, key, MODEL_ID, args, probe))
         except RequestFailed as error:
