@@ -356,7 +356,7 @@ class OtherLoad:
 
 
 class Server:
-    """One server subprocess in its own session, logging to a file."""
+    """One server subprocess, logging to a file."""
 
     def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_path: Path,
                  own_session: bool = True) -> None:

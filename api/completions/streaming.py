@@ -37,6 +37,8 @@ class KeepaliveStream(StreamingResponse):
         # A piece and a beat never interleave: each send holds the turn until it is written.
         turn = asyncio.Lock()
         beats = asyncio.create_task(self._beats(send, turn))
+        # A beat's send that failed (the client went away) fails the body's next send too.
+        beats.add_done_callback(lambda task: task.cancelled() or task.exception())
         try:
             async for piece in self.body_iterator:
                 async with turn:
