@@ -101,6 +101,7 @@ class SideResult:
     startup_s: float
     other_cpu: float  # share of the machine's CPU that other processes used meanwhile
     stages_p50_ms: dict[str, float] = field(default_factory=dict)  # ours: Server-Timing medians
+    stages_p90_ms: dict[str, float] = field(default_factory=dict)  # ... and their p90: a wait's tail
     stream: dict[str, float] = field(default_factory=dict)  # --stream: TTFT and ITL percentiles, in ms
     cpu: dict[str, Any] = field(default_factory=dict)  # core-seconds by process role (bench/process_cpu.py)
     idle_cpu: dict[str, Any] = field(default_factory=dict)  # the same with no request in flight (--idle)
@@ -119,8 +120,8 @@ def percentile(values: list[float], q: float) -> float:
 UNTIMED = "untimed"  # total less every stage of the ingress: what no stage covers
 
 
-def stage_medians(samples: list[Sample]) -> dict[str, float]:
-    """Median of each Server-Timing stage over the answers that had it, in ms."""
+def stage_percentiles(samples: list[Sample], q: float) -> dict[str, float]:
+    """The `q` percentile of each Server-Timing stage over the answers that had it, in ms."""
     values: dict[str, list[float]] = {}
     for s in samples:
         if not s.stages:
@@ -131,7 +132,7 @@ def stage_medians(samples: list[Sample]) -> dict[str, float]:
             stages[UNTIMED] = max(stages["total"] - top, 0.0)
         for name, ms in stages.items():
             values.setdefault(name, []).append(ms)
-    return {name: round(percentile(ms, 0.5), 3) for name, ms in values.items()}
+    return {name: round(percentile(ms, q), 3) for name, ms in values.items()}
 
 
 def summarize(name: str, samples: list[Sample], elapsed: float, startup: float, other_cpu: float,
@@ -143,7 +144,8 @@ def summarize(name: str, samples: list[Sample], elapsed: float, startup: float, 
         prompt_tokens=sum(s.prompt_tokens for s in samples), completion_tokens=completion,
         req_per_s=len(samples) / elapsed, tok_per_s=completion / elapsed,
         p50_ms=percentile(latencies, 0.5) * 1000, p90_ms=percentile(latencies, 0.9) * 1000,
-        startup_s=round(startup, 1), other_cpu=round(other_cpu, 3), stages_p50_ms=stage_medians(samples),
+        startup_s=round(startup, 1), other_cpu=round(other_cpu, 3), stages_p50_ms=stage_percentiles(samples, 0.5),
+        stages_p90_ms=stage_percentiles(samples, 0.9),
         texts={i % len(PROMPTS): s.text for i, s in enumerate(samples)},
         stream=stream_figures(samples), cpu=cpu,
     )
@@ -596,9 +598,9 @@ def idle_line(r: SideResult) -> str:
             + f"; all {sum(shares.values()):.1%}")
 
 
-def stages_line(r: SideResult) -> str:
-    return (f"{r.name} Server-Timing medians (ms): "
-            + ", ".join(f"{name} {ms:.2f}" for name, ms in r.stages_p50_ms.items()))
+def stages_line(r: SideResult, label: str = "medians", stages: dict[str, float] | None = None) -> str:
+    stages = r.stages_p50_ms if stages is None else stages
+    return f"{r.name} Server-Timing {label} (ms): " + ", ".join(f"{name} {ms:.2f}" for name, ms in stages.items())
 
 
 def compare(ours: SideResult, vllm: SideResult) -> dict[str, Any]:
@@ -627,6 +629,7 @@ def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, 
     for r in sides.values():
         if r.stages_p50_ms:
             print(stages_line(r))
+            print(stages_line(r, "p90", r.stages_p90_ms))
     for r in sides.values():
         if r.cpu:
             print(cpu_line(r))
