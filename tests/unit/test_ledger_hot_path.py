@@ -299,3 +299,58 @@ async def test_on_sqlite_a_failed_statement_rolls_the_whole_hold_back(sqlite_url
         assert months == 1  # the failed Hold's month row went with its transaction
     finally:
         await engine.dispose()
+
+
+async def test_on_sqlite_a_hold_whose_caller_went_away_while_it_ran_is_released(sqlite_url: str) -> None:
+    """The writer's thread runs a Hold to its end even when its caller is cut meanwhile: the Hold
+    that nobody awaits any more is released, its tokens back where they were."""
+    import threading
+
+    from ledger import sqlite_writer
+
+    engine = make_engine(sqlite_url).execution_options(sqlite_begin="IMMEDIATE")
+    try:
+        user, key = await new_user(engine, allowance=1000)
+        running, go_on = threading.Event(), threading.Event()
+        original = sqlite_writer.run_to_end
+
+        def slow_run_to_end(coroutine: Any) -> Any:
+            running.set()
+            go_on.wait(5)  # the caller is cut here, inside the transaction
+            return original(coroutine)
+
+        sqlite_writer.run_to_end = slow_run_to_end
+        try:
+            waiting = asyncio.ensure_future(take_hold_on(engine, sky(user, key, 10), now=NOV))
+            assert await asyncio.to_thread(running.wait, 5)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            go_on.set()
+        finally:
+            sqlite_writer.run_to_end = original
+        for _ in range(100):
+            async with session_factory(engine)() as session:
+                states = dict((await session.execute(
+                    text("SELECT state, count(*) FROM holds GROUP BY state"))).all())
+            if states.get("released"):
+                break
+            await asyncio.sleep(0.05)
+        assert states == {"released": 1}
+        assert (await standing_of(engine, user, key))[0] == 0
+    finally:
+        await engine.dispose()
+
+
+def test_a_coroutine_that_suspends_is_refused_by_the_writer() -> None:
+    from ledger.sqlite_writer import run_to_end
+
+    async def suspends() -> None:
+        await asyncio.sleep(0)
+
+    async def answers() -> int:
+        return 7
+
+    with pytest.raises(RuntimeError, match="suspended"):
+        run_to_end(suspends())
+    assert run_to_end(answers()) == 7
