@@ -15,10 +15,9 @@ key, under the key's rate limit), in the same run:
 
 - drivers: the platform as it is, whose key check, spend-stop read, Holds and
   settlements run on the pool's own driver (ledger/driver_sql.py,
-  ledger/sqlite_driver.py, ledger/pooled_driver.py), or on a SQLite file's writer
-  thread (ledger/sqlite_writer.py);
-- sessions: the same with those paths turned off (`driver_sql.drives`,
-  `sqlite_driver.drives` and `sqlite_writer.drives` answer False): the key check and the stop in an ORM
+  ledger/sqlite_driver.py, ledger/pooled_driver.py);
+- sessions: the same with those paths turned off (`driver_sql.drives` and
+  `sqlite_driver.drives` answer False): the key check and the stop in an ORM
   session, and on SQLite the Holds through SQLAlchemy's Connection, as before
   2026-12-02. On PostgreSQL the Holds stay on asyncpg in both arms.
 
@@ -59,7 +58,7 @@ from deployments.catalog import load_catalog  # noqa: E402
 from deployments.engine import (  # noqa: E402
     ChoiceDelta, Engine, EngineOutput, EngineState, ForwardRequest, GenerateRequest, PromptRows,
 )
-from ledger import driver_sql, sqlite_driver, sqlite_writer  # noqa: E402
+from ledger import driver_sql, sqlite_driver  # noqa: E402
 from ledger.db import make_engine  # noqa: E402
 from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
@@ -105,12 +104,12 @@ def arm(name: str) -> Iterator[None]:
     if name == "drivers":
         yield
         return
-    kept = driver_sql.drives, sqlite_driver.drives, sqlite_writer.drives
-    driver_sql.drives = sqlite_driver.drives = sqlite_writer.drives = lambda engine: False
+    kept = driver_sql.drives, sqlite_driver.drives
+    driver_sql.drives = sqlite_driver.drives = lambda engine: False
     try:
         yield
     finally:
-        driver_sql.drives, sqlite_driver.drives, sqlite_writer.drives = kept
+        driver_sql.drives, sqlite_driver.drives = kept
 
 
 def stages_of(header: str) -> dict[str, float]:

@@ -4,8 +4,7 @@ Each statement is compiled once per dialect. On asyncpg it runs as a prepared
 statement and takes Python's values as they are; on aiosqlite the types'
 conversions that SQLAlchemy's own execution would apply run here (UUIDs as hex,
 UTC datetimes as text, and back), so rows and parameters are the same on both
-paths. ledger/pooled_driver.py, ledger/sqlite_driver.py and ledger/sqlite_writer.py hand out the
-connections.
+paths. ledger/pooled_driver.py and ledger/sqlite_driver.py hand out the connections.
 """
 from __future__ import annotations
 
@@ -64,24 +63,12 @@ async def fetch_asyncpg(driver: Any, statement: Any, params: dict) -> list:
     return await driver.fetch(compiled.sql, *compiled.values(params))
 
 
-def _sqlite_compiled(statement: Any, dialect: Any) -> Compiled:
+async def fetch_aiosqlite(driver: Any, dialect: Any, statement: Any, params: dict) -> list[tuple]:
+    """The statement's rows on an aiosqlite connection, converted as SQLAlchemy would."""
     compiled = _SQLITE_COMPILED.get(id(statement))
     if compiled is None:
         compiled = _SQLITE_COMPILED[id(statement)] = Compiled.of(statement, dialect)
-    return compiled
-
-
-async def fetch_aiosqlite(driver: Any, dialect: Any, statement: Any, params: dict) -> list[tuple]:
-    """The statement's rows on an aiosqlite connection, converted as SQLAlchemy would."""
-    compiled = _sqlite_compiled(statement, dialect)
     rows = await driver.execute_fetchall(compiled.sql, compiled.converted_values(params))
-    return [compiled.converted_row(row) for row in rows]
-
-
-def fetch_sqlite3(connection: Any, dialect: Any, statement: Any, params: dict) -> list[tuple]:
-    """The same on a sqlite3 connection, in its own thread (ledger/sqlite_writer.py)."""
-    compiled = _sqlite_compiled(statement, dialect)
-    rows = connection.execute(compiled.sql, compiled.converted_values(params)).fetchall()
     return [compiled.converted_row(row) for row in rows]
 
 

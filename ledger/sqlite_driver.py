@@ -1,11 +1,12 @@
-"""A pooled SQLite connection driven by aiosqlite itself, for the ledger's hot reads (the key
-check and the spend stop, ledger/driver_sql.py).
+"""A pooled SQLite connection driven by aiosqlite itself, for the ledger's hot path (ledger/tokens.py).
 
-The connection comes from the engine's pool (so its size, its timeout and the PRAGMAs of
-ledger.db hold), but no SQLAlchemy Connection wraps it: SQLAlchemy's aiosqlite adapter crosses
-to aiosqlite's thread four times a statement (cursor, execute, fetch, close), while
-`execute_fetchall` crosses once. The hot writes (Holds and their ends) go to the file's writer
-thread instead (ledger/sqlite_writer.py).
+The embedded default's counterpart of ledger/pooled_driver.py. The connection
+comes from the engine's pool (so its size, its timeout and the PRAGMAs of
+ledger.db hold), but no SQLAlchemy Connection wraps it: SQLAlchemy's aiosqlite
+adapter crosses to aiosqlite's thread four times a statement (cursor, execute,
+fetch, close), while `execute_fetchall` crosses once. The transaction begins
+as the engine's `sqlite_begin` option says (IMMEDIATE for the ledger's
+writes: the write lock at once, SQLite's `SELECT ... FOR UPDATE`).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
+
+from ledger.db import sqlite_begin
 
 T = TypeVar("T")
 
@@ -39,6 +42,21 @@ async def _pooled(engine: AsyncEngine) -> AsyncIterator[Any]:
         if cut is not None:
             await greenlet_spawn(pooled.invalidate, cut)
         await greenlet_spawn(pooled.close)
+
+
+async def in_transaction(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]], keep: Callable[[T], bool]) -> T:
+    """`work(driver)` in BEGIN ... COMMIT when `keep(result)`, else ROLLBACK; an error rolls back."""
+    begin = sqlite_begin(engine.get_execution_options())
+    async with _pooled(engine) as driver:
+        await driver.execute_fetchall(begin)
+        try:
+            result = await work(driver)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await driver.execute_fetchall("ROLLBACK")
+            raise
+        await driver.execute_fetchall("COMMIT" if keep(result) else "ROLLBACK")
+        return result
 
 
 async def one_statement(engine: AsyncEngine, work: Callable[[Any], Awaitable[T]]) -> T:

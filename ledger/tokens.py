@@ -13,12 +13,11 @@ Two ways in, one set of statements: `take_hold` / `end_hold` in the caller's
 session, and the hot path the API takes, `take_hold_on` / `end_hold_on` on an
 engine, no session: on PostgreSQL they run on the pool's asyncpg connection (ledger/pooled_driver.py)
 as prepared statements (a Hold: BEGIN, 3 statements, COMMIT; its end: one
-statement, or BEGIN, 2-3, COMMIT when a key's Budget paid too), and on a SQLite file
-as one call to the file's writer thread (ledger/sqlite_writer.py).
+statement, or BEGIN, 2-3, COMMIT when a key's Budget paid too), and on SQLite
+on the pool's aiosqlite connection (ledger/sqlite_driver.py).
 """
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
@@ -31,9 +30,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.coltypes import utcnow
-from ledger import driver_sql, pooled_driver, sqlite_writer
+from ledger import driver_sql, pooled_driver, sqlite_driver
 from ledger.ids import uuid7
-from ledger.survive import survive
 from ledger.models import (
     Budget, Counting, Hold, HoldState, MonthlyUsage, PaysFrom, UsageSource, UsageStatus, User,
 )
@@ -285,17 +283,17 @@ class _DriverCounters(_Counters):
         return await driver_sql.fetch_asyncpg(self.driver, statement, params)
 
 
-class _SqliteWriterCounters(_Counters):
-    """SQLite (the embedded default): the same statements, compiled once, on the sqlite3
-    connection of the file's writer thread (ledger/sqlite_writer.py). None of them suspends."""
+class _SqliteDriverCounters(_Counters):
+    """SQLite (the embedded default): the same statements, compiled once, on the aiosqlite
+    connection itself (ledger/sqlite_driver.py)."""
 
     dialect = "sqlite"
 
-    def __init__(self, connection: Any, engine_dialect: Any) -> None:
-        self.connection, self.engine_dialect = connection, engine_dialect
+    def __init__(self, driver: Any, engine_dialect: Any) -> None:
+        self.driver, self.engine_dialect = driver, engine_dialect
 
     async def _run(self, statement: Any, params: dict) -> list:
-        return driver_sql.fetch_sqlite3(self.connection, self.engine_dialect, statement, params)
+        return await driver_sql.fetch_aiosqlite(self.driver, self.engine_dialect, statement, params)
 
 
 def _charged_insert(pays_from: PaysFrom, key_budget: bool) -> Any:
@@ -414,15 +412,7 @@ async def take_hold_on(engine: AsyncEngine, ask: HoldAsk, *, default_allowance: 
                        now: datetime | None = None) -> Held | Shortfall:
     """take_hold in its own transaction on a connection of `engine`'s pool (the API's Holds)."""
     return await _in_transaction(engine, lambda c: _take(c, ask, default_allowance, now or utcnow()),
-                                 lambda result: isinstance(result, Held),
-                                 on_lost=lambda result: _release_lost(engine, result))
-
-
-def _release_lost(engine: AsyncEngine, result: Held | Shortfall) -> None:
-    """A Hold taken for a caller that went away meanwhile (its request never ran) is released."""
-    if isinstance(result, Held):
-        release = end_hold_on(engine, result.hold_id, used=None, counting=None, status=UsageStatus.failed)
-        asyncio.ensure_future(survive(release))
+                                 lambda result: isinstance(result, Held))
 
 
 async def end_hold_on(engine: AsyncEngine, hold_id: uuid.UUID, *, used: int | None, counting: Counting | None,
@@ -436,14 +426,11 @@ async def end_hold_on(engine: AsyncEngine, hold_id: uuid.UUID, *, used: int | No
 
 
 async def _in_transaction(engine: AsyncEngine, work: Callable[[_Counters], Awaitable[T]],
-                          keep: Callable[[T], bool], on_lost: Callable[[T], None] | None = None) -> T:
-    """Run `work`, then commit when `keep(result)`, else roll back; an error rolls back.
-
-    `on_lost` gets a committed result whose caller was cut meanwhile, where the transaction runs
-    on beyond its caller's reach (the SQLite writer's thread)."""
-    if sqlite_writer.drives(engine):
-        return await sqlite_writer.in_transaction(
-            engine, lambda connection: work(_SqliteWriterCounters(connection, engine.dialect)), keep, on_lost)
+                          keep: Callable[[T], bool]) -> T:
+    """Run `work`, then commit when `keep(result)`, else roll back; an error rolls back."""
+    if sqlite_driver.drives(engine):
+        return await sqlite_driver.in_transaction(
+            engine, lambda driver: work(_SqliteDriverCounters(driver, engine.dialect)), keep)
     if engine.dialect.name != "postgresql":
         # Another SQLite driver: its BEGIN comes from the engine's options (ledger.db).
         async with engine.connect() as connection:

@@ -3,7 +3,7 @@ drivers' paths back however its block ends."""
 import pytest
 
 from bench.api_cpu import arm, stages_of
-from ledger import driver_sql, sqlite_driver, sqlite_writer
+from ledger import driver_sql, sqlite_driver
 
 
 def test_a_server_timing_header_gives_each_stage_its_milliseconds() -> None:
@@ -11,12 +11,11 @@ def test_a_server_timing_header_gives_each_stage_its_milliseconds() -> None:
 
 
 def test_the_sessions_arm_turns_the_drivers_off_for_its_block_only() -> None:
-    shipped = driver_sql.drives, sqlite_driver.drives, sqlite_writer.drives
+    shipped = driver_sql.drives, sqlite_driver.drives
     with arm("drivers"):
-        assert (driver_sql.drives, sqlite_driver.drives, sqlite_writer.drives) == shipped
+        assert (driver_sql.drives, sqlite_driver.drives) == shipped
     with pytest.raises(RuntimeError):
         with arm("sessions"):
-            assert not any(drives(object()) for drives in (driver_sql.drives, sqlite_driver.drives,
-                                                             sqlite_writer.drives))
+            assert driver_sql.drives(object()) is False and sqlite_driver.drives(object()) is False
             raise RuntimeError("a block that failed")
-    assert (driver_sql.drives, sqlite_driver.drives, sqlite_writer.drives) == shipped
+    assert (driver_sql.drives, sqlite_driver.drives) == shipped
