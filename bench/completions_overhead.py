@@ -598,8 +598,7 @@ def idle_line(r: SideResult) -> str:
             + f"; all {sum(shares.values()):.1%}")
 
 
-def stages_line(r: SideResult, label: str = "medians", stages: dict[str, float] | None = None) -> str:
-    stages = r.stages_p50_ms if stages is None else stages
+def stages_line(r: SideResult, label: str, stages: dict[str, float]) -> str:
     return f"{r.name} Server-Timing {label} (ms): " + ", ".join(f"{name} {ms:.2f}" for name, ms in stages.items())
 
 
@@ -628,7 +627,7 @@ def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, 
                 print(stream_line(sides[name]))
     for r in sides.values():
         if r.stages_p50_ms:
-            print(stages_line(r))
+            print(stages_line(r, "medians", r.stages_p50_ms))
             print(stages_line(r, "p90", r.stages_p90_ms))
     for r in sides.values():
         if r.cpu:

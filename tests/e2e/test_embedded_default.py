@@ -23,8 +23,7 @@ import psutil
 import pytest
 import torch
 
-from bench.completions_overhead import (Server, embedded_ledger_url, remove_bench_key_file, session_members,
-                                         start_embedded)
+from bench.completions_overhead import Server, embedded_ledger_url, remove_bench_key_file, start_embedded
 from cluster.ray_env import free_port
 from deployments.tensor_codec import decode
 from deployments.catalog import load_catalog
@@ -54,7 +53,7 @@ class Platform:
     def replicas(self) -> list[psutil.Process]:
         """Serve's replicas among the processes the platform started (Ray titles them by class)."""
         found = []
-        for pid in session_members(self.server.proc.pid):
+        for pid in self.server.members():
             try:
                 process = psutil.Process(pid)
                 if (process.cmdline() or [""])[0].startswith(REPLICA_TITLE):
