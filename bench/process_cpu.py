@@ -60,16 +60,11 @@ class ProcessCpu:
                 out[pid] = (role_of(command_line(pid)), ticks)
         return out
 
-    def _engine_threads(self) -> dict[str, int]:
-        threads: dict[str, int] = {}
-        for pid, (role, _) in self.before.items():
-            if role in ENGINE_ROLES:
-                threads |= {f"{pid}/{name}": t for name, t in thread_ticks(pid).items()}
-        return threads
-
     def start(self) -> None:
         self.before = self._snapshot()
-        self.threads_before = self._engine_threads()
+        # Every member's threads, not only the engine's: a role may be read only at the end (a
+        # command line that could not be read once, or not yet renamed, reads as "other").
+        self.threads_before = {pid: thread_ticks(pid) for pid in self.before}
         self.t0 = time.monotonic()
 
     def stop(self) -> dict[str, object]:
@@ -78,15 +73,20 @@ class ProcessCpu:
         elapsed = time.monotonic() - self.t0
         after = self._snapshot()
         by_role: dict[str, float] = {}
+        busy_threads: dict[str, float] = {}
         for pid, (role, ticks) in after.items():
-            spent = ticks - self.before.get(pid, (role, 0))[1]
-            by_role[role] = by_role.get(role, 0.0) + spent / self.tick
-        threads_after = self._engine_threads()
-        busy_threads = {
-            name: round((ticks - self.threads_before.get(name, 0)) / self.tick / elapsed, 3)
-            for name, ticks in threads_after.items()
-            if (ticks - self.threads_before.get(name, 0)) / self.tick > 0.05 * elapsed
-        }
+            before_role, before_ticks = self.before.get(pid, ("other", 0))
+            role = before_role if role == "other" else role
+            by_role[role] = by_role.get(role, 0.0) + (ticks - before_ticks) / self.tick
+            if role in ENGINE_ROLES:
+                busy_threads |= _busy_threads(pid, self.threads_before.get(pid, {}), elapsed, self.tick)
         return {"elapsed_s": round(elapsed, 3),
                 "core_s": {role: round(s, 3) for role, s in sorted(by_role.items(), key=lambda kv: -kv[1])},
                 "engine_threads_cores": busy_threads}
+
+
+def _busy_threads(pid: int, before: dict[str, int], elapsed: float, tick: int) -> dict[str, float]:
+    """Cores each thread of `pid` used since `before`, for those above 5% of one."""
+    cores = {f"{pid}/{name}": (ticks - before.get(name, 0)) / tick / elapsed
+             for name, ticks in thread_ticks(pid).items()}
+    return {name: round(used, 3) for name, used in cores.items() if used > 0.05}

@@ -1,6 +1,11 @@
 """The bench's CPU line names each process of either server by its role."""
+import subprocess
+import sys
+import time
+
 import pytest
 
+from bench import process_cpu
 from bench.process_cpu import role_of
 
 
@@ -16,3 +21,31 @@ from bench.process_cpu import role_of
 def test_each_process_gets_its_role(command: str, role: str) -> None:
     assert role_of(command) == role
 
+
+
+@pytest.mark.parametrize("blank_read", [0, 1], ids=["at-the-start", "at-the-end"])
+def test_a_role_read_once_still_counts_its_cpu_and_its_threads(monkeypatch: pytest.MonkeyPatch,
+                                                               blank_read: int) -> None:
+    """A command line that reads empty once (a process renaming itself, a read that failed) must
+    not move an engine's CPU to "other" or drop its threads from the line."""
+    busy = "import time\nend = time.time() + 5\nwhile time.time() < end: pass"
+    child = subprocess.Popen([sys.executable, "-c", busy, "VLLM::EngineCore"])
+    reads: list[int] = []
+    real = process_cpu.command_line
+
+    def once_blank(pid: int) -> str:
+        reads.append(pid)
+        return "" if len(reads) - 1 == blank_read else real(pid)
+
+    monkeypatch.setattr(process_cpu, "command_line", once_blank)
+    try:
+        cpu = process_cpu.ProcessCpu(lambda: [child.pid])
+        cpu.start()
+        time.sleep(1.0)
+        measured = cpu.stop()
+    finally:
+        child.kill()
+        child.wait()
+    assert list(measured["core_s"]) == ["engine core"]
+    assert measured["core_s"]["engine core"] > 0.3
+    assert len(measured["engine_threads_cores"]) == 1
