@@ -479,16 +479,19 @@ def engine_flags(engine_args: dict[str, Any]) -> list[str]:
     return flags + ["--enforce-eager"]  # vllm-lens forces eager in our engine
 
 
-def vllm_command(model_dir: str, port: int, engine_args: dict[str, Any]) -> list[str]:
+def vllm_command(model_dir: str, port: int, engine_args: dict[str, Any], one_gloo_device: bool = False) -> list[str]:
+    # Our engine shares one gloo device among its process groups (deployments/gloo_device.py);
+    # stock vLLM does not, unless asked.
+    extension = ["--worker-extension-cls", "bench.vllm_one_gloo_device.OneGlooDevice"] if one_gloo_device else []
     return [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", model_dir, "--tokenizer", model_dir, "--served-model-name", MODEL_ID,
-        "--host", "127.0.0.1", "--port", str(port), *engine_flags(engine_args),
+        "--host", "127.0.0.1", "--port", str(port), *engine_flags(engine_args), *extension,
     ]
 
 
 def start_vllm(args: argparse.Namespace, tmp: Path, engine_args: dict[str, Any]) -> tuple[Server, str, None]:
-    cmd = vllm_command(args.model_dir, args.vllm_port, engine_args)
+    cmd = vllm_command(args.model_dir, args.vllm_port, engine_args, args.vllm_one_gloo_device)
     print("[bench] vllm:", " ".join(cmd[1:]), flush=True)
     extra = dict(item.split("=", 1) for item in args.vllm_env)
     server = Server("vllm", cmd, {**base_env(tmp), **extra}, tmp / "vllm.log", own_session=False)
@@ -636,7 +639,8 @@ def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, 
             print(idle_line(r))
     out: dict[str, Any] = {
         "requests": args.requests, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
-        "warmup": args.warmup, "model_dir": args.model_dir, "vllm_env": args.vllm_env, "stream": args.stream,
+        "warmup": args.warmup, "model_dir": args.model_dir, "vllm_env": args.vllm_env,
+        "vllm_one_gloo_device": args.vllm_one_gloo_device, "stream": args.stream,
         **{name: {k: v for k, v in asdict(r).items() if k != "texts"} for name, r in sides.items()},
     }
     print("other processes' CPU while measuring: "
@@ -694,6 +698,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--vllm-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment for vLLM's server only (repeatable), for experiments")
+    p.add_argument("--vllm-one-gloo-device", action="store_true",
+                   help="give vLLM's server our engine's one gloo device too (bench/vllm_one_gloo_device.py): "
+                        "the ratio is then the platform's path alone")
     p.add_argument("--keep-logs", action="store_true", help="keep the temp dir with the server logs")
     p.add_argument("--idle", type=float, default=10,
                    help="seconds after the warmup with no request, to measure each server's idle CPU (0: skip)")

@@ -9,6 +9,7 @@ Slow (a few minutes on a CPU): `-m "not slow"` leaves it out.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import shutil
 import tempfile
@@ -164,6 +165,17 @@ def test_the_one_ingress_replica_answers_on_the_port_itself_and_runs_jobs(platfo
              in ("succeeded", "failed"), 120)
     result = httpx.get(f"{base}/completion-jobs/{job['id']}/result", headers=headers, timeout=30).json()
     assert result["choices"][0]["text"] == complete(embedded, prompt=PROMPT, max_tokens=4)["choices"][0]["text"]
+
+
+def test_the_engines_process_groups_share_one_gloo_loop_thread(platform: Platform) -> None:
+    # vLLM's CPU engine makes 13 gloo groups; each of their own would wake 100 times a second.
+    (replica,) = platform.replicas()
+    (engine,) = [child for child in replica.children(recursive=True) if child.name().startswith("VLLM::EngineCor")]
+    names = []
+    for thread in engine.threads():
+        with contextlib.suppress(FileNotFoundError):
+            names.append(Path(f"/proc/{engine.pid}/task/{thread.id}/comm").read_text().strip())
+    assert names.count("gloo_tcp_loop") == 1, names
 
 
 def test_a_steer_moves_its_layer_and_what_follows_as_the_reference(embedded: Any, smollm2: Any,
