@@ -25,6 +25,11 @@ SQLITE_BEGIN_MODES = ("DEFERRED", "IMMEDIATE", "EXCLUSIVE")
 # whose BEGIN on a dead connection fails before anything ran, and which then
 # takes another connection, pinged.
 SKIP_PING: contextvars.ContextVar[bool] = contextvars.ContextVar("acs_skip_ping", default=False)
+# The most connections an engine's pool opens: SQLAlchemy's default capacity (5 kept and 10 more
+# for a burst). All of them are kept once open: with 16 requests in flight, a burst connection
+# was opened and closed again for about every third request (a thread and its SQLite schema read,
+# or a PostgreSQL backend), and opening one holds the event loop that carries every stream.
+POOL_CONNECTIONS = 15
 
 
 def default_database_url() -> str:
@@ -41,6 +46,8 @@ def is_sqlite(url: str) -> bool:
 
 
 def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    if "poolclass" not in kwargs:
+        kwargs = {"pool_size": POOL_CONNECTIONS, "max_overflow": 0, **kwargs}
     if not is_sqlite(url):
         engine = create_async_engine(url, **kwargs)
         _ping_on_checkout(engine)

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import select
 
@@ -86,3 +87,27 @@ async def test_a_busy_pool_at_the_hold(pg_sessions, streamed):
     async with tiny_pool(pg_sessions) as engine:
         ledger.write_sessions = session_factory(engine)
         await busy_then_free(stack, engine, pg_sessions, streamed)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_the_pool_keeps_every_connection_it_opens_and_opens_at_most_15(backend, pg_sessions, tmp_path):
+    """A burst of 15 requests opens 15 connections once: the next burst finds them all open
+    (SQLAlchemy's default closed 10 of them again). The 16th waits, as before, for the pool's timeout."""
+    if backend == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'acs.db'}"
+    else:
+        url = pg_sessions.kw["bind"].url.render_as_string(hide_password=False)
+    engine = make_engine(url, pool_timeout=0.2)
+    opened = []
+    event.listen(engine.sync_engine, "connect", lambda connection, _record: opened.append(id(connection)))
+    try:
+        for _burst in range(2):
+            held = [await engine.connect() for _ in range(15)]
+            with pytest.raises(PoolTimeout):
+                await engine.connect()
+            for connection in held:
+                await connection.close()
+            assert engine.sync_engine.pool.checkedin() == 15
+        assert len(opened) == 15
+    finally:
+        await engine.dispose()
