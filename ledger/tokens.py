@@ -12,9 +12,11 @@ settled to what the request used, or released.
 Two ways in, one set of statements: `take_hold` / `end_hold` in the caller's
 session, and the hot path the API takes, `take_hold_on` / `end_hold_on` on an
 engine, no session: on PostgreSQL they run on the pool's asyncpg connection (ledger/pooled_driver.py)
-as prepared statements (a Hold: BEGIN, 3 statements, COMMIT; its end: one
-statement, or BEGIN, 2-3, COMMIT when a key's Budget paid too), and on SQLite
-on the pool's aiosqlite connection (ledger/sqlite_driver.py).
+as prepared statements (a Hold that fits in the month's allowance, of a key
+without a Budget of its own, in a month already begun: one statement; any
+other Hold: BEGIN, 3 statements, COMMIT; its end: one statement, or BEGIN,
+2-3, COMMIT when a key's Budget paid too), and on SQLite on the pool's
+aiosqlite connection (ledger/sqlite_driver.py).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import bindparam, case, insert, or_, select, update
+from sqlalchemy import bindparam, case, exists, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import NoResultFound
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -202,6 +204,29 @@ def _end_in_one() -> Any:
 _END_IN_ONE = _end_in_one()
 
 
+def _take_in_one() -> Any:
+    """PostgreSQL: the usual Hold as ONE statement (its own transaction): the month's row charged
+    only if the Hold fits in what is left of the allowance, and the Hold's row inserted only if it was.
+
+    The UPDATE locks the month's row first, as take_hold does, and PostgreSQL checks its condition
+    again on the row's newest version after any wait for that lock, so two Holds never both take the
+    last tokens. A Hold this does not cover (no month row yet, a key with a Budget of its own, more
+    than the allowance has left) returns no row and takes the usual transaction, which decides it.
+    """
+    tokens = bindparam("h_tokens", type_=_holds.c.tokens.type)
+    allowance = func.coalesce(_allowance(), bindparam("dflt"))
+    key_budget = exists().where(_budgets.c.user_id == bindparam("uid"), _budgets.c.key_id == bindparam("kid"))
+    charged = (update(_usage)
+               .where(_usage.c.user_id == bindparam("uid"), _usage.c.month == bindparam("mon"),
+                      _usage.c.used + tokens <= allowance, ~key_budget)
+               .values(used=_usage.c.used + tokens).returning(_usage.c.user_id).cte("charged"))
+    values = select(*[bindparam(f"h_{name}", type_=_holds.c[name].type) for name in _HOLD_COLUMNS])
+    return insert(_holds).from_select(list(_HOLD_COLUMNS), values.select_from(charged)).returning(_holds.c.id)
+
+
+_TAKE_IN_ONE = _take_in_one()
+
+
 class _Counters:
     """The ledger's statements on one transaction; `_run` executes one and returns its rows."""
 
@@ -274,6 +299,12 @@ class _DriverCounters(_Counters):
         params = {f"h_{name}": row[name] for name in _HOLD_COLUMNS}
         params.update(uid=row["user_id"], mon=row["month"], kid=row["key_id"], change=row["tokens"])
         await self._run(statement, params)
+
+    async def take_in_one(self, row: dict, default_allowance: int) -> bool:
+        """True if the Hold (`row`, paid from the allowance) was taken in one statement (see _take_in_one)."""
+        params = {f"h_{name}": row[name] for name in _HOLD_COLUMNS}
+        params.update(uid=row["user_id"], mon=row["month"], kid=row["key_id"], dflt=default_allowance)
+        return bool(await self._run(_TAKE_IN_ONE, params))
 
     async def end_in_one(self, hold_id: uuid.UUID, values: dict) -> bool:
         """True if the Hold ended in one statement, outside any transaction (see _end_in_one)."""
@@ -411,7 +442,14 @@ async def end_hold_within(session: AsyncSession, hold_id: uuid.UUID, *, used: in
 async def take_hold_on(engine: AsyncEngine, ask: HoldAsk, *, default_allowance: int = DEFAULT_MONTHLY_ALLOWANCE,
                        now: datetime | None = None) -> Held | Shortfall:
     """take_hold in its own transaction on a connection of `engine`'s pool (the API's Holds)."""
-    return await _in_transaction(engine, lambda c: _take(c, ask, default_allowance, now or utcnow()),
+    now = now or utcnow()
+    if engine.dialect.name == "postgresql":
+        # The row, its id among it, is made once: a try repeated on another connection (pooled_driver)
+        # inserts the same id, so a Hold whose first try got through is refused, never taken twice.
+        row = _hold_row(ask, uuid7(), month_of(now), ask.tokens(), PaysFrom.allowance, False, now)
+        if await _on_driver(engine, lambda c: c.take_in_one(row, default_allowance)):
+            return Held(row["id"], row["tokens"], ask.max_tokens, PaysFrom.allowance)
+    return await _in_transaction(engine, lambda c: _take(c, ask, default_allowance, now),
                                  lambda result: isinstance(result, Held))
 
 

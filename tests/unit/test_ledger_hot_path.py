@@ -18,6 +18,7 @@ from ledger.db import make_engine, session_factory
 from ledger.grants import standing
 from ledger.ids import uuid7
 from ledger.models import Counting, Hold, PaysFrom, UsageStatus
+from ledger import tokens
 from ledger.tokens import HoldAsk, Held, Shortfall, end_hold, end_hold_on, take_hold, take_hold_on
 from tests.ledger_fixtures import db_url, pg_url  # noqa: F401
 from tests.ledger_fixtures import user_with_tokens
@@ -131,6 +132,48 @@ async def test_the_hot_path_does_what_the_session_api_does(write_engine: Any) ->
     assert session_seen[-3] == (4 + 14, 0, None)  # December's settle went back to November
     assert session_seen[-2] == (14, 0, None)
     assert session_seen[-1] == (0, 0, None)  # 100 - 10, then 90 - 200 -> 0
+
+
+async def test_on_postgresql_a_hold_that_fits_the_allowance_is_one_statement(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Only a Hold the one statement cannot decide takes the transaction, and the Holds are right either way."""
+    engine = make_engine(pg_url)
+    run = tokens._DriverCounters._run
+    statements: list = []
+
+    async def recorded(self: Any, statement: Any, params: dict) -> list:
+        rows = await run(self, statement, params)
+        statements.append((statement, bool(rows)))
+        return rows
+
+    monkeypatch.setattr(tokens._DriverCounters, "_run", recorded)
+
+    async def hold(ask: HoldAsk) -> tuple:
+        statements.clear()
+        result = await take_hold_on(engine, ask, now=NOV)
+        one = [(statement is tokens._TAKE_IN_ONE, taken) for statement, taken in statements]
+        return strip(result), one[0], len(one) > 1
+
+    try:
+        user, key = await new_user(engine, allowance=100)
+        # (the result, (the one statement ran, it took the Hold), the transaction ran too)
+        assert await hold(sky(user, key, 30)) == (("held", 34, 30, PaysFrom.allowance), (True, False), True)  # no month row yet
+        assert await hold(sky(user, key, 30)) == (("held", 34, 30, PaysFrom.allowance), (True, True), False)
+        assert await hold(sky(user, None, 20)) == (("held", 24, 20, PaysFrom.allowance), (True, True), False)  # 92 used
+        assert await hold(sky(user, key, 30)) == (("held", 8, 4, PaysFrom.allowance), (True, False), True)  # lowered
+        assert await hold(sky(user, key, 1)) == (Shortfall(5, False, 100, datetime(2026, 12, 1, tzinfo=timezone.utc)),
+                                                 (True, False), True)
+        assert (await standing_of(engine, user, key))[0] == 100
+        b_user, b_key = await new_user(engine, allowance=1000, key_budget=50)
+        await hold(sky(b_user, None, 10))  # the month's row
+        assert await hold(sky(b_user, None, 10)) == (("held", 14, 10, PaysFrom.allowance), (True, True), False)
+        assert await hold(sky(b_user, b_key, 10)) == (("held", 14, 10, PaysFrom.allowance), (True, False), True)
+        assert await standing_of(engine, b_user, b_key) == (42, 0, 50 - 14)  # the key's Budget paid too
+        rows = await hold_rows(engine, b_user)
+        assert [(r["tokens"], r["key_budget"], r["state"]) for r in rows] == [(14, False, "held")] * 2 + [
+            (14, True, "held")]
+    finally:
+        await engine.dispose()
 
 
 async def test_ending_a_hold_that_does_not_exist_raises(write_engine: Any) -> None:
