@@ -57,10 +57,12 @@ from deployments.vllm_runtime import prepare_environment  # noqa: E402
 from bench.proc import proc_stat_fields  # noqa: E402
 from bench.process_cpu import ProcessCpu  # noqa: E402
 from api.timing import ENGINE_STAGES, parse as parse_server_timing  # noqa: E402
+from ledger.pg_admin import ADMIN_DSN, drop_database, recreate_database, sqlalchemy_url  # noqa: E402
 
 MODEL_ID = "smollm2-135m"  # the embedded profile's default
 TOKEN_TOLERANCE = 0.05
 OTHER_CPU_WARN = 0.10
+BENCH_DATABASE = "acs_bench_overhead"  # --ledger postgresql: made for ours' side, dropped after
 KEY_LINE = re.compile(r"export ACS_API_KEY=(\S+)")
 
 SUBJECTS = [
@@ -514,14 +516,16 @@ def ours_ready(base: str, key: str) -> bool:
 
 
 def start_ours(args: argparse.Namespace, tmp: Path) -> tuple[Server, str, str]:
-    return start_embedded(args.ours_port, tmp, args.start_timeout, own_session=False)
+    return start_embedded(args.ours_port, tmp, args.start_timeout, own_session=False,
+                          ledger_url=ours_ledger_url(args, tmp))
 
 
 def start_embedded(port: int, tmp: Path, start_timeout: float, environ: dict[str, str] | None = None,
-                   own_session: bool = True) -> tuple[Server, str, str]:
-    """`python -m cluster.embedded` on `port` over a SQLite ledger in `tmp`, its model warm:
-    the server, its /v1 address and the local user's key. `environ` replaces os.environ."""
-    env = {**base_env(tmp, environ), "ACS_DATABASE_URL": embedded_ledger_url(tmp), "ACS_PROFILE": "embedded"}
+                   own_session: bool = True, ledger_url: str | None = None) -> tuple[Server, str, str]:
+    """`python -m cluster.embedded` on `port` over a SQLite ledger in `tmp` (or `ledger_url`), its
+    model warm: the server, its /v1 address and the local user's key. `environ` replaces os.environ."""
+    env = {**base_env(tmp, environ), "ACS_DATABASE_URL": ledger_url or embedded_ledger_url(tmp),
+           "ACS_PROFILE": "embedded"}
     cmd = [sys.executable, "-m", "cluster.embedded", "--port", str(port)]
     print("[bench] ours:", " ".join(cmd[1:]), flush=True)
     server = Server("ours", cmd, env, tmp / "ours.log", own_session=own_session)
@@ -539,8 +543,27 @@ def embedded_ledger_url(tmp: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp / 'acs.db'}"
 
 
-def remove_bench_key_file(tmp: Path) -> None:
+def ours_ledger_url(args: argparse.Namespace, tmp: Path) -> str:
+    """The ledger ours starts on: the embedded default's SQLite file in `tmp`, or with `--ledger
+    postgresql` a new database on `--admin-dsn`'s server (cluster.embedded migrates either)."""
+    if args.ledger == "sqlite":
+        return embedded_ledger_url(tmp)
+    asyncio.run(recreate_database(args.admin_dsn, BENCH_DATABASE))
+    return sqlalchemy_url(args.admin_dsn, BENCH_DATABASE)
+
+
+def remove_bench_ledger(args: argparse.Namespace, tmp: Path) -> None:
     """cluster.embedded keeps one key file per ledger; the bench's ledger is temporary."""
+    from cluster.embedded import key_file
+
+    if args.ledger == "sqlite":
+        remove_bench_key_file(tmp)
+        return
+    key_file(sqlalchemy_url(args.admin_dsn, BENCH_DATABASE)).unlink(missing_ok=True)
+    asyncio.run(drop_database(args.admin_dsn, BENCH_DATABASE))
+
+
+def remove_bench_key_file(tmp: Path) -> None:
     from cluster.embedded import key_file
 
     key_file(embedded_ledger_url(tmp)).unlink(missing_ok=True)
@@ -708,6 +731,11 @@ def parse_args() -> argparse.Namespace:
                    help="run both sides this many times, alternating which goes first; print each round's ratio and the median")
     p.add_argument("--stream", action="store_true",
                    help="stream the completions; print time to first token and inter-token latency")
+    p.add_argument("--ledger", choices=("sqlite", "postgresql"), default="sqlite",
+                   help=f"ours' ledger: the embedded default's SQLite file, or a new PostgreSQL database "
+                        f"{BENCH_DATABASE!r} on --admin-dsn's server, dropped after")
+    p.add_argument("--admin-dsn", default=ADMIN_DSN,
+                   help="asyncpg DSN of a database to connect to while making ours (ACS_TEST_PG_ADMIN_URL)")
     args = p.parse_args()
     if args.requests < 1 or args.concurrency < 1 or args.max_tokens < 1 or args.warmup < 0 or args.idle < 0 \
             or args.rounds < 1:
@@ -755,7 +783,7 @@ def run_round(args: argparse.Namespace, tmp: Path, engine_args: dict[str, Any],
             try:
                 sides["ours"] = run_side("ours", lambda: start_ours(args, tmp), args)
             finally:
-                remove_bench_key_file(tmp)
+                remove_bench_ledger(args, tmp)
     return {name: sides[name] for name in ("vllm", "ours") if name in sides}
 
 

@@ -72,7 +72,7 @@ from ledger.db import make_engine, session_factory  # noqa: E402
 from ledger.grants import set_allowance  # noqa: E402
 from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
-from ledger.pg_admin import drop_database, recreate_database  # noqa: E402
+from ledger.pg_admin import ADMIN_DSN, drop_database, recreate_database  # noqa: E402
 from ledger.models import Counting, UsageStatus  # noqa: E402
 from ledger.tokens import (  # noqa: E402
     DEFAULT_MONTHLY_ALLOWANCE, Held, HoldAsk, Shortfall, end_hold, end_hold_on, take_hold, take_hold_on,
@@ -82,7 +82,7 @@ from bench.proc import proc_stat_fields  # noqa: E402
 # sqlmodel's AsyncSession.execute() warns on every call (the ledger's code calls it too).
 warnings.filterwarnings("ignore", message=r"(?s).*You probably want to use `session.exec", category=DeprecationWarning)
 
-DEFAULT_ADMIN_DSN = os.environ.get("ACS_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+DEFAULT_ADMIN_DSN = ADMIN_DSN
 DATABASE = "acs_bench_ledger"
 HOLD_TOKENS = 54            # sky(): 4 prompt tokens + 1 choice x 50
 BIG_ALLOWANCE = 10**12      # separate users and warm-ups never run out

@@ -1,7 +1,13 @@
 """Making and dropping PostgreSQL databases, for tests and benches."""
 from __future__ import annotations
 
+import os
+
 import asyncpg
+
+# The server the tests and the benches make their databases on (an asyncpg DSN of a database to
+# connect to while making them).
+ADMIN_DSN = os.environ.get("ACS_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 async def _admin(admin_dsn: str, *statements: str) -> None:

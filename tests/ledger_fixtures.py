@@ -25,9 +25,9 @@ from ledger.db import make_engine, session_factory
 from ledger.grants import grant, set_allowance
 from ledger.keys import create_api_key, create_user
 from ledger.migrate import upgrade
-from ledger.pg_admin import drop_database, recreate_database, sqlalchemy_url
+from ledger.pg_admin import ADMIN_DSN, drop_database, recreate_database, sqlalchemy_url
 
-PG_ADMIN_DSN = os.environ.get("ACS_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_DSN = ADMIN_DSN
 # Test sessions that run side by side (one per worktree or helper) set a tag
 # so that neither drops the other's databases.
 DB_TAG = os.environ.get("ACS_TEST_DB_TAG", "")
