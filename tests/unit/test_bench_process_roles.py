@@ -28,8 +28,13 @@ def test_a_role_read_once_still_counts_its_cpu_and_its_threads(monkeypatch: pyte
     """A command line that reads empty once (a process renaming itself, a read that failed) must
     not move an engine's CPU to "other" or drop its threads from the line."""
     child = subprocess.Popen([sys.executable, "-c", "while True: pass", "VLLM::EngineCore"])  # killed below
-    reads: list[int] = []
     real = process_cpu.command_line
+    # Popen returns once the exec began, a moment before the kernel sets the new command line: a
+    # read then is a second blank one, which this test does not ask about.
+    deadline = time.monotonic() + 5
+    while "VLLM::EngineCore" not in real(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    reads: list[int] = []
 
     def once_blank(pid: int) -> str:
         reads.append(pid)
