@@ -543,30 +543,37 @@ def embedded_ledger_url(tmp: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp / 'acs.db'}"
 
 
-def ours_ledger_url(args: argparse.Namespace, tmp: Path) -> str:
-    """The ledger ours starts on: the embedded default's SQLite file in `tmp`, or with `--ledger
-    postgresql` a new database on `--admin-dsn`'s server (cluster.embedded migrates either)."""
+def bench_ledger_url(args: argparse.Namespace, tmp: Path) -> str:
+    """Ours' ledger: the embedded default's SQLite file in `tmp`, or (`--ledger postgresql`) the
+    bench's database on `--admin-dsn`'s server."""
     if args.ledger == "sqlite":
         return embedded_ledger_url(tmp)
-    asyncio.run(recreate_database(args.admin_dsn, BENCH_DATABASE))
     return sqlalchemy_url(args.admin_dsn, BENCH_DATABASE)
 
 
-def remove_bench_ledger(args: argparse.Namespace, tmp: Path) -> None:
-    """cluster.embedded keeps one key file per ledger; the bench's ledger is temporary."""
-    from cluster.embedded import key_file
+def ours_ledger_url(args: argparse.Namespace, tmp: Path) -> str:
+    """bench_ledger_url, its PostgreSQL database made new (cluster.embedded migrates either)."""
+    if args.ledger == "postgresql":
+        asyncio.run(recreate_database(args.admin_dsn, BENCH_DATABASE))
+    return bench_ledger_url(args, tmp)
 
-    if args.ledger == "sqlite":
-        remove_bench_key_file(tmp)
-        return
-    key_file(sqlalchemy_url(args.admin_dsn, BENCH_DATABASE)).unlink(missing_ok=True)
-    asyncio.run(drop_database(args.admin_dsn, BENCH_DATABASE))
+
+def remove_bench_ledger(args: argparse.Namespace, tmp: Path) -> None:
+    """The key file cluster.embedded keeps per ledger, and the PostgreSQL database: the bench's are temporary."""
+    remove_key_file(bench_ledger_url(args, tmp))
+    if args.ledger == "postgresql":
+        asyncio.run(drop_database(args.admin_dsn, BENCH_DATABASE))
 
 
 def remove_bench_key_file(tmp: Path) -> None:
+    """cluster.embedded keeps one key file per ledger; the bench's ledger is temporary."""
+    remove_key_file(embedded_ledger_url(tmp))
+
+
+def remove_key_file(ledger_url: str) -> None:
     from cluster.embedded import key_file
 
-    key_file(embedded_ledger_url(tmp)).unlink(missing_ok=True)
+    key_file(ledger_url).unlink(missing_ok=True)
 
 
 # -- one side, start to stop ---------------------------------------------------------------

@@ -82,7 +82,6 @@ from bench.proc import proc_stat_fields  # noqa: E402
 # sqlmodel's AsyncSession.execute() warns on every call (the ledger's code calls it too).
 warnings.filterwarnings("ignore", message=r"(?s).*You probably want to use `session.exec", category=DeprecationWarning)
 
-DEFAULT_ADMIN_DSN = ADMIN_DSN
 DATABASE = "acs_bench_ledger"
 HOLD_TOKENS = 54            # sky(): 4 prompt tokens + 1 choice x 50
 BIG_ALLOWANCE = 10**12      # separate users and warm-ups never run out
@@ -854,7 +853,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="repeat the baselines and the ledger's modes this many times, one after the other, "
                              "and give the median of each round's ratios (default 1)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the SELECT 1 / UPDATE baseline")
-    parser.add_argument("--admin-dsn", default=DEFAULT_ADMIN_DSN,
+    parser.add_argument("--admin-dsn", default=ADMIN_DSN,
                         help="asyncpg DSN of a database to connect to while making ours (ACS_TEST_PG_ADMIN_URL)")
     parser.add_argument("--database", default=DATABASE, help=f"the database to (re)create (default {DATABASE})")
     parser.add_argument("--keep-database", action="store_true", help="leave the database for a look afterwards")

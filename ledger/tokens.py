@@ -170,6 +170,12 @@ _CHARGE = {
 _HOLD_COLUMNS = ("id", "user_id", "key_id", "source", "model", "request_id", "month", "tokens", "pays_from",
                  "prompt_tokens", "key_budget", "state", "status", "used", "owner", "lease_until", "created_at")
 _INSERT_HOLD = insert(_holds).values({name: bindparam(f"h_{name}") for name in _HOLD_COLUMNS})
+
+
+def _hold_params(row: dict) -> dict:
+    """The Hold's row as the parameters of the statements that insert it."""
+    return {f"h_{name}": row[name] for name in _HOLD_COLUMNS}
+
 # Ends a Hold still held and hands back what its counters need: the Hold's row is locked first.
 _END_HOLD = (
     update(_holds).where(_holds.c.id == bindparam("hid"), _holds.c.state == HoldState.held.value)
@@ -257,7 +263,7 @@ class _Counters:
             await self._run(_CHARGE["key"], {"kid": key_id, "change": tokens})
 
     async def insert_hold(self, row: dict) -> None:
-        await self._run(_INSERT_HOLD, {f"h_{name}": row[name] for name in _HOLD_COLUMNS})
+        await self._run(_INSERT_HOLD, _hold_params(row))
 
     async def charge_and_insert(self, row: dict) -> None:
         """The Hold's charge (its counters are locked already), then its row."""
@@ -296,13 +302,13 @@ class _DriverCounters(_Counters):
         """One statement: the charges as CTEs of the Hold's INSERT. Every row they update is locked
         by this transaction already (month, then Budgets), so their order within it cannot matter."""
         statement = _CHARGED_INSERT[(PaysFrom(row["pays_from"]), bool(row["key_budget"]))]
-        params = {f"h_{name}": row[name] for name in _HOLD_COLUMNS}
+        params = _hold_params(row)
         params.update(uid=row["user_id"], mon=row["month"], kid=row["key_id"], change=row["tokens"])
         await self._run(statement, params)
 
     async def take_in_one(self, row: dict, default_allowance: int) -> bool:
         """True if the Hold (`row`, paid from the allowance) was taken in one statement (see _take_in_one)."""
-        params = {f"h_{name}": row[name] for name in _HOLD_COLUMNS}
+        params = _hold_params(row)
         params.update(uid=row["user_id"], mon=row["month"], kid=row["key_id"], dflt=default_allowance)
         return bool(await self._run(_TAKE_IN_ONE, params))
 

@@ -33,8 +33,8 @@ from deployments.catalog import load_catalog  # noqa: E402
 from ledger.db import make_engine, session_factory  # noqa: E402
 from ledger.keys import create_api_key, create_user  # noqa: E402
 from ledger.migrate import upgrade  # noqa: E402
-from ledger.pg_admin import recreate_database, sqlalchemy_url  # noqa: E402
-from tests.ledger_fixtures import DB_TAG, PG_ADMIN_DSN  # noqa: E402
+from ledger.pg_admin import ADMIN_DSN, recreate_database, sqlalchemy_url  # noqa: E402
+from tests.ledger_fixtures import DB_TAG  # noqa: E402
 
 # The loopback SMTP server of the browser tests; serve_instance points the ingress's mail at it.
 SMTP_PORT = int(os.environ.get("ACS_TEST_SMTP_PORT", "8125"))
@@ -43,8 +43,8 @@ SMTP_PORT = int(os.environ.get("ACS_TEST_SMTP_PORT", "8125"))
 async def fresh_postgres(name: str) -> str:
     """A new, migrated PostgreSQL database; returns its SQLAlchemy URL."""
     name += DB_TAG
-    await recreate_database(PG_ADMIN_DSN, name)
-    url = sqlalchemy_url(PG_ADMIN_DSN, name)
+    await recreate_database(ADMIN_DSN, name)
+    url = sqlalchemy_url(ADMIN_DSN, name)
     await upgrade(url)
     return url
 

@@ -27,7 +27,6 @@ from ledger.keys import create_api_key, create_user
 from ledger.migrate import upgrade
 from ledger.pg_admin import ADMIN_DSN, drop_database, recreate_database, sqlalchemy_url
 
-PG_ADMIN_DSN = ADMIN_DSN
 # Test sessions that run side by side (one per worktree or helper) set a tag
 # so that neither drops the other's databases.
 DB_TAG = os.environ.get("ACS_TEST_DB_TAG", "")
@@ -74,11 +73,11 @@ def run_async(coroutine_function: Callable[..., Coroutine[Any, Any, T]], *args: 
 def pg_url() -> Iterator[str]:
     """A PostgreSQL database made (and migrated) once for the test session."""
     # No skip without PostgreSQL: the ledger's tests must run on it.
-    run_async(recreate_database, PG_ADMIN_DSN, PG_TEST_DATABASE)
-    url = sqlalchemy_url(PG_ADMIN_DSN, PG_TEST_DATABASE)
+    run_async(recreate_database, ADMIN_DSN, PG_TEST_DATABASE)
+    url = sqlalchemy_url(ADMIN_DSN, PG_TEST_DATABASE)
     run_async(upgrade, url)
     yield url
-    run_async(drop_database, PG_ADMIN_DSN, PG_TEST_DATABASE)
+    run_async(drop_database, ADMIN_DSN, PG_TEST_DATABASE)
 
 
 async def _empty_tables(url: str) -> None:
