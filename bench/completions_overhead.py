@@ -29,6 +29,15 @@ when each SSE event that carries text arrives: the time to first token
 latency). The engine's decode step is the same on both sides, so what ours
 adds to the TTFT and ITL over vLLM's is what our path adds between a token
 leaving the engine and its event reaching the client.
+
+`--model` and `--profile` pick another model of configs/models for both sides
+(default: the embedded profile's SmolLM2-135M on the CPU); bench/gpu.sh runs
+issue 14's part 5 this way on a GPU, with the random-weight Llama at the 8B
+shape. vLLM's side runs eager with the vllm-lens plugin loaded (it loads in
+every vLLM process of this environment), as ours does, unless `--vllm-stock`:
+then vLLM's server runs as it ships, without the plugin and not eager (on a
+GPU it compiles and captures CUDA graphs), and the ratio holds what vllm-lens's
+eager steps cost ours as well.
 """
 from __future__ import annotations
 
@@ -60,6 +69,7 @@ from api.timing import ENGINE_STAGES, parse as parse_server_timing  # noqa: E402
 from ledger.pg_admin import ADMIN_DSN, drop_database, recreate_database, sqlalchemy_url  # noqa: E402
 
 MODEL_ID = "smollm2-135m"  # the embedded profile's default
+PROFILE = "embedded"
 TOKEN_TOLERANCE = 0.05
 OTHER_CPU_WARN = 0.10
 BENCH_DATABASE = "acs_bench_overhead"  # --ledger postgresql: made for ours' side, dropped after
@@ -468,9 +478,17 @@ def base_env(tmp: Path, environ: dict[str, str] | None = None) -> dict[str, str]
             "PYTHONUNBUFFERED": "1"}
 
 
+def vllm_extra_env(args: argparse.Namespace) -> dict[str, str]:
+    """vLLM's server's environment beyond ours': --vllm-stock's switch of vllm-lens, then --vllm-env."""
+    # vllm-lens loads in every vLLM process of the environment and forces eager mode: its switch off.
+    stock = {"VLLM_LENS_DISABLE": "1"} if args.vllm_stock else {}
+    return {**stock, **dict(item.split("=", 1) for item in args.vllm_env)}
+
+
 # -- vLLM's own server ----------------------------------------------------------------
-def engine_flags(engine_args: dict[str, Any]) -> list[str]:
-    """Our engine's arguments (configs/models + deployments/vllm_engine defaults) as CLI flags."""
+def engine_flags(engine_args: dict[str, Any], eager: bool = True) -> list[str]:
+    """Our engine's arguments (configs/models + deployments/vllm_engine defaults) as CLI flags;
+    `eager` as vllm-lens makes our engine, or vLLM's default (CUDA graphs on a GPU)."""
     args = dict(engine_args)
     args.setdefault("max_logprobs", -1)
     args.setdefault("scheduling_policy", "priority")
@@ -478,24 +496,27 @@ def engine_flags(engine_args: dict[str, Any]) -> list[str]:
     flags = []
     for key, value in args.items():
         flags += [f"--{key.replace('_', '-')}", str(value)]
-    return flags + ["--enforce-eager"]  # vllm-lens forces eager in our engine
+    return flags + (["--enforce-eager"] if eager else [])
 
 
-def vllm_command(model_dir: str, port: int, engine_args: dict[str, Any], one_gloo_device: bool = False) -> list[str]:
+def vllm_command(model_dir: str, port: int, engine_args: dict[str, Any], one_gloo_device: bool = False,
+                 model: str = MODEL_ID, eager: bool = True) -> list[str]:
+    """vLLM's own server on `model_dir`, answering to `model` (the id both sides are asked for)."""
     # Our engine shares one gloo device among its process groups (deployments/gloo_device.py);
     # stock vLLM does not, unless asked.
     extension = ["--worker-extension-cls", "bench.vllm_one_gloo_device.OneGlooDevice"] if one_gloo_device else []
     return [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", model_dir, "--tokenizer", model_dir, "--served-model-name", MODEL_ID,
-        "--host", "127.0.0.1", "--port", str(port), *engine_flags(engine_args), *extension,
+        "--model", model_dir, "--tokenizer", model_dir, "--served-model-name", model,
+        "--host", "127.0.0.1", "--port", str(port), *engine_flags(engine_args, eager), *extension,
     ]
 
 
 def start_vllm(args: argparse.Namespace, tmp: Path, engine_args: dict[str, Any]) -> tuple[Server, str, None]:
-    cmd = vllm_command(args.model_dir, args.vllm_port, engine_args, args.vllm_one_gloo_device)
+    cmd = vllm_command(args.model_dir, args.vllm_port, engine_args, args.vllm_one_gloo_device,
+                       model=args.model, eager=not args.vllm_stock)
     print("[bench] vllm:", " ".join(cmd[1:]), flush=True)
-    extra = dict(item.split("=", 1) for item in args.vllm_env)
+    extra = vllm_extra_env(args)
     server = Server("vllm", cmd, {**base_env(tmp), **extra}, tmp / "vllm.log", own_session=False)
     base = f"http://127.0.0.1:{args.vllm_port}/v1"
     wait_until(server, lambda: get_ok(f"{base}/models") is not None, args.start_timeout, "GET /v1/models")
@@ -508,24 +529,26 @@ def found_key(server: Server) -> str | None:
     return match.group(1) if match else None
 
 
-def ours_ready(base: str, key: str) -> bool:
+def ours_ready(base: str, key: str, model: str = MODEL_ID) -> bool:
     if get_ok(f"{base}/models", key) is None:
         return False
-    status = get_ok(f"{base}/models/{MODEL_ID}/status", key)
+    status = get_ok(f"{base}/models/{model}/status", key)
     return bool(status and status.get("warm"))
 
 
 def start_ours(args: argparse.Namespace, tmp: Path) -> tuple[Server, str, str]:
     return start_embedded(args.ours_port, tmp, args.start_timeout, own_session=False,
-                          ledger_url=ours_ledger_url(args, tmp))
+                          ledger_url=ours_ledger_url(args, tmp), profile=args.profile, model=args.model)
 
 
 def start_embedded(port: int, tmp: Path, start_timeout: float, environ: dict[str, str] | None = None,
-                   own_session: bool = True, ledger_url: str | None = None) -> tuple[Server, str, str]:
-    """`python -m cluster.embedded` on `port` over a SQLite ledger in `tmp` (or `ledger_url`), its
-    model warm: the server, its /v1 address and the local user's key. `environ` replaces os.environ."""
+                   own_session: bool = True, ledger_url: str | None = None, profile: str = PROFILE,
+                   model: str = MODEL_ID) -> tuple[Server, str, str]:
+    """`python -m cluster.embedded` of `profile` on `port` over a SQLite ledger in `tmp` (or
+    `ledger_url`), `model` warm: the server, its /v1 address and the local user's key. `environ`
+    replaces os.environ."""
     env = {**base_env(tmp, environ), "ACS_DATABASE_URL": ledger_url or embedded_ledger_url(tmp),
-           "ACS_PROFILE": "embedded"}
+           "ACS_PROFILE": profile}
     cmd = [sys.executable, "-m", "cluster.embedded", "--port", str(port)]
     print("[bench] ours:", " ".join(cmd[1:]), flush=True)
     server = Server("ours", cmd, env, tmp / "ours.log", own_session=own_session)
@@ -535,7 +558,7 @@ def start_embedded(port: int, tmp: Path, start_timeout: float, environ: dict[str
     if key.startswith("("):
         raise RuntimeError(f"ours printed no key: {key}")
     remaining = start_timeout - (time.monotonic() - server.started)
-    wait_until(server, lambda: ours_ready(base, key), max(remaining, 1), f"{MODEL_ID} warm")
+    wait_until(server, lambda: ours_ready(base, key, model), max(remaining, 1), f"{model} warm")
     return server, base, key
 
 
@@ -586,7 +609,7 @@ def run_side(name: str, start: Callable[[], tuple[Server, str, str | None]], arg
         print(f"[bench] {name} ready after {startup:.0f} s; warmup {args.warmup}, then {args.requests} requests", flush=True)
         probe = OtherLoad(server.members)
         try:
-            samples, elapsed = asyncio.run(measure(base, key, MODEL_ID, args, probe))
+            samples, elapsed = asyncio.run(measure(base, key, args.model, args, probe))
         except RequestFailed as error:
             raise RuntimeError(f"{name}: {error}; server log tail:\n{server.tail()}") from error
         result = summarize(name, samples, elapsed, startup, probe.stop(), probe.by_role)
@@ -669,7 +692,8 @@ def report(args: argparse.Namespace, sides: dict[str, SideResult]) -> dict[str, 
             print(idle_line(r))
     out: dict[str, Any] = {
         "requests": args.requests, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
-        "warmup": args.warmup, "model_dir": args.model_dir, "vllm_env": args.vllm_env,
+        "warmup": args.warmup, "model": args.model, "profile": args.profile, "model_dir": args.model_dir,
+        "vllm_env": args.vllm_env, "vllm_stock": args.vllm_stock,
         "vllm_one_gloo_device": args.vllm_one_gloo_device, "stream": args.stream,
         **{name: {k: v for k, v in asdict(r).items() if k != "texts"} for name, r in sides.items()},
     }
@@ -718,7 +742,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--warmup", type=int, default=8, help="untimed requests on each server first")
-    p.add_argument("--model-dir", default="models/smollm2-135m", help="folder vLLM's server loads")
+    p.add_argument("--model", default=MODEL_ID, help="the model of configs/models both sides serve (default %(default)s)")
+    p.add_argument("--profile", default=PROFILE, help="ours' profile, which must hold --model (default %(default)s)")
+    p.add_argument("--model-dir", help="folder vLLM's server loads (default: --model's own)")
+    p.add_argument("--vllm-stock", action="store_true",
+                   help="vLLM's server as it ships: no vllm-lens plugin (VLLM_LENS_DISABLE=1), no --enforce-eager "
+                        "(CUDA graphs on a GPU), against ours' eager steps")
     p.add_argument("--ours-port", type=int, default=18431)
     p.add_argument("--vllm-port", type=int, default=18432)
     p.add_argument("--skip-ours", action="store_true")
@@ -755,10 +784,15 @@ def parse_args() -> argparse.Namespace:
 
 
 def engine_setup(args: argparse.Namespace) -> dict[str, Any]:
-    from deployments.catalog import load_model_spec
+    """--model's engine arguments for vLLM's side, with vLLM's process settings for its device."""
+    from deployments.catalog import load_catalog
 
-    spec = load_model_spec(MODEL_ID)
-    args.model_dir = str((REPO_ROOT / args.model_dir).resolve())
+    catalog = load_catalog(args.profile)
+    if args.model not in catalog.models:
+        sys.exit(f"profile {args.profile!r} does not serve {args.model!r} (it serves {', '.join(catalog.models)})")
+    spec = catalog.models[args.model]
+    prepare_environment(cpu=spec.on_cpu)  # VLLM_ENABLE_V1_MULTIPROCESSING=0 etc., inherited by both servers
+    args.model_dir = str((REPO_ROOT / (args.model_dir or spec.weights_path())).resolve())
     if Path(spec.weights_path()).resolve() != Path(args.model_dir):
         print(f"[bench] WARNING: ours serves {spec.weights_path()}, vLLM gets {args.model_dir}", flush=True)
     return spec.engine.engine_args()
@@ -810,9 +844,8 @@ def rounds_summary(outs: list[dict[str, Any]]) -> dict[str, Any]:
 def main() -> int:
     args = parse_args()
     exit_on_sigterm()
-    prepare_environment(cpu=True)  # VLLM_ENABLE_V1_MULTIPROCESSING=0 etc., inherited by both servers
-    prepare_ray_environment()
     engine_args = engine_setup(args)
+    prepare_ray_environment()
     check_ports(args)
     tmp = Path(tempfile.mkdtemp(prefix="acs-bench-"))
     outs: list[dict[str, Any]] = []

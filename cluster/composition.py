@@ -123,7 +123,7 @@ def colocated_services(model_handles: dict[str, Any], profile: str) -> Services:
 
     settings = get_settings()
     catalog = load_catalog(profile, models_root=settings.models_dir)
-    engines = {model_id: VllmEngine(spec.weights_path(), spec.vllm_args(), cpu=spec.gpu_shape == "cpu")
+    engines = {model_id: VllmEngine(spec.weights_path(), spec.vllm_args(), cpu=spec.on_cpu)
                for model_id, spec in catalog.models.items()}
     db_engine = make_engine(settings.ledger_url())
     clients = {model_id: LocalEngineClient(engine) for model_id, engine in engines.items()}

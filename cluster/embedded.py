@@ -70,6 +70,14 @@ def serve_profile(profile: str, host: str, port: int, num_cpus: int) -> None:
     serve.run(build_application(profile), name="acs", route_prefix="/", blocking=False)
 
 
+def profile_on_cpu(profile: str, settings: Settings) -> bool:
+    """Whether every model of `profile` runs on the CPU; a GPU profile (the GPU bench's) gets none
+    of vLLM's CPU settings, which its replicas would inherit from this process."""
+    from deployments.catalog import load_catalog
+
+    return all(spec.on_cpu for spec in load_catalog(profile, models_root=settings.models_dir).models.values())
+
+
 def wait_for_signal() -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -85,7 +93,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=settings.port)
     args = parser.parse_args()
     os.environ["ACS_PROFILE"] = args.profile  # for the Serve replicas, which read their own settings
-    prepare_environment(cpu=True)
+    prepare_environment(cpu=profile_on_cpu(args.profile, settings))
     key = asyncio.run(prepare_ledger(settings))
     serve_profile(args.profile, args.host, args.port, settings.num_cpus)
     base = f"http://{args.host}:{args.port}/v1"

@@ -163,6 +163,11 @@ class ModelSpec(_Strict):
         return is_local_ref(self.weights)
 
     @property
+    def on_cpu(self) -> bool:
+        """Whether the engine runs on the CPU: vLLM's CPU settings (deployments/vllm_runtime.py)."""
+        return self.gpu_shape == "cpu"
+
+    @property
     def gpus_per_replica(self) -> float:
         return self.ray_actor_options.num_gpus
 

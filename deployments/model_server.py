@@ -25,7 +25,7 @@ class ModelServer:
         from deployments.vllm_engine import VllmEngine
 
         model = ModelSpec.model_validate(spec)
-        self.engine = VllmEngine(model.weights_path(), model.vllm_args(), cpu=model.gpu_shape == "cpu",
+        self.engine = VllmEngine(model.weights_path(), model.vllm_args(), cpu=model.on_cpu,
                                  on_stage=self.boot.report)
         self.model_id = model.id
 

@@ -106,7 +106,7 @@ def build_engine(model: Any, factory: Callable[[], Engine] | None) -> Engine:
         return factory()
     from deployments.vllm_engine import VllmEngine
 
-    return VllmEngine(model.weights_path(), harvest_engine_args(model), cpu=model.gpu_shape == "cpu")
+    return VllmEngine(model.weights_path(), harvest_engine_args(model), cpu=model.on_cpu)
 
 
 class ModelHost:
