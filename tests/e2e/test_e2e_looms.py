@@ -176,6 +176,10 @@ def special_tokens() -> frozenset[str]:
     return frozenset(token.content for token in tokenizer.added_tokens_decoder.values() if token.special)
 
 
+def visible_characters(text: str) -> str:
+    return "".join(text.replace("\ufffd", "").split())
+
+
 def test_the_guides_commands(stack: tuple[str, str], tmp_path: Path) -> None:
     # Make a Loom.
     loom = curl(stack, "create")
@@ -211,9 +215,13 @@ def test_the_guides_commands(stack: tuple[str, str], tmp_path: Path) -> None:
         # (skip_special_tokens); its logprobs name every token sampled. The random
         # tiny model samples one of its 256 reserved tokens now and then. It also samples a lone
         # byte of a character now and then: vLLM's text shows it as U+FFFD, its logprobs' token
-        # string leaves it out (seen: text '\ufffd_without', tokens joined '_without').
+        # string leaves it out (seen: text '\ufffd_without', tokens joined '_without'). Its
+        # incremental text and its token strings (each token decoded alone) differed once in a
+        # space too (text '  junto', tokens joined ' junto'; not reproduced from the tokenizer
+        # alone). So the two are compared without U+FFFD and whitespace: a lost, added or changed
+        # word still fails.
         joined = "".join(t for t in logprobs["tokens"] if t not in special_tokens())
-        assert joined.replace("\ufffd", "") == node["text"].replace("\ufffd", "")
+        assert visible_characters(joined) == visible_characters(node["text"])
 
     # The stream of an ended Branch: the three Nodes and [DONE] at once.
     assert sse_events(curl_output(stack, "stream", **ids)) == [*grown["nodes"], "[DONE]"]
