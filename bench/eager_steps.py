@@ -251,9 +251,19 @@ def capture_graph(decoder: Decoder) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]
     return graph, logits
 
 
+def on_gpu(device: str) -> bool:
+    return device.startswith("cuda")
+
+
 def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
+    if on_gpu(device):
         torch.cuda.synchronize()
+
+
+def eager_logits(decoder: Decoder, first_tokens: torch.Tensor, context: int) -> torch.Tensor:
+    """The logits (float32, a copy) of one eager step from the timed runs' starting state."""
+    decoder.reset(first_tokens, context)
+    return decoder.decode().float().clone()
 
 
 def time_steps(run_step, decoder: Decoder, first_tokens: torch.Tensor, args: argparse.Namespace) -> float:
@@ -272,17 +282,16 @@ def time_steps(run_step, decoder: Decoder, first_tokens: torch.Tensor, args: arg
 def check_graph_matches_eager(decoder: Decoder, graph, graph_logits, first_tokens, context: int) -> dict:
     """The graph's step from a state against the eager step from the same state: the cache slot
     each writes is the same, so logits, tokens and captures must agree."""
-    decoder.reset(first_tokens, context)
-    eager_logits = decoder.decode().float().clone()
+    eager = eager_logits(decoder, first_tokens, context)
     eager_tokens = decoder.tokens.clone()
     synchronize(decoder.model.device)
     eager_captured = [t.clone() for t in decoder.lens.captured] if decoder.lens and decoder.lens.captured else []
     decoder.reset(first_tokens, context)
     graph.replay()
     synchronize(decoder.model.device)
-    result = {"max_abs_logit_diff": (graph_logits.float() - eager_logits).abs().max().item(),
+    result = {"max_abs_logit_diff": (graph_logits.float() - eager).abs().max().item(),
               "tokens_equal": bool(torch.equal(decoder.tokens, eager_tokens)),
-              "logits_finite": bool(torch.isfinite(eager_logits).all().item())}
+              "logits_finite": bool(torch.isfinite(eager).all().item())}
     if eager_captured:
         result["captures_equal"] = all(torch.equal(a, b) for a, b in zip(eager_captured, decoder.lens.captured))
     return result
@@ -307,7 +316,7 @@ def run_batch(model: Llama, batch: int, args: argparse.Namespace) -> dict:
     length = args.context + args.warmup + args.steps + 8
     cache = model.new_cache(batch, length, fill=True)
     first_tokens = torch.randint(0, model.shape.vocab, (batch,), generator=torch.Generator().manual_seed(batch)).to(model.device)
-    use_graphs = args.device.startswith("cuda")
+    use_graphs = on_gpu(args.device)
     decoders, runners, checks = {}, {}, {}
     for kind in KINDS:
         decoder = Decoder(model, first_tokens.clone(), torch.zeros(batch, dtype=torch.long, device=model.device),
@@ -323,11 +332,8 @@ def run_batch(model: Llama, batch: int, args: argparse.Namespace) -> dict:
             continue
         runners[(kind, "graph")] = graph.replay
         checks[kind] = check_graph_matches_eager(decoder, graph, logits, first_tokens, args.context)
-    decoders["plain"].reset(first_tokens, args.context)
-    plain_logits = decoders["plain"].decode().float().clone()
-    decoders["steer"].reset(first_tokens, args.context)
-    steered_logits = decoders["steer"].decode().float().clone()
-    steer_moves = (plain_logits - steered_logits).abs().max().item()
+    steer_moves = (eager_logits(decoders["plain"], first_tokens, args.context)
+                   - eager_logits(decoders["steer"], first_tokens, args.context)).abs().max().item()
 
     times: dict[tuple[str, str], list[float]] = {key: [] for key in runners}
     order = list(runners)
@@ -336,10 +342,9 @@ def run_batch(model: Llama, batch: int, args: argparse.Namespace) -> dict:
         for kind, mode in order[shift:] + order[:shift]:
             times[(kind, mode)].append(time_steps(runners[(kind, mode)], decoders[kind], first_tokens, args))
     gpu_ops = count_gpu_ops(decoders["plain"]) if use_graphs else None
-    result = {"batch": batch, "gpu_ops_per_eager_step": gpu_ops, "steer_max_logit_change": steer_moves,
-              "checks": checks, "ms": {f"{kind}/{mode}": statistics.median(values) for (kind, mode), values in times.items()},
-              "ms_rounds": {f"{kind}/{mode}": values for (kind, mode), values in times.items()}}
-    return result
+    return {"batch": batch, "gpu_ops_per_eager_step": gpu_ops, "steer_max_logit_change": steer_moves,
+            "checks": checks, "ms": {f"{kind}/{mode}": statistics.median(values) for (kind, mode), values in times.items()},
+            "ms_rounds": {f"{kind}/{mode}": values for (kind, mode), values in times.items()}}
 
 
 def report(result: dict, weight_bytes: int) -> None:
@@ -380,22 +385,24 @@ def main(argv: list[str] | None = None) -> dict:
     if args.layers:
         config = {**config, "num_hidden_layers": args.layers}
     shape = Shape.of(config)
-    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if args.device.startswith("cuda") else torch.float32)
-    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    gpu = on_gpu(args.device)
+    dtype = getattr(torch, args.dtype) if args.dtype else (torch.bfloat16 if gpu else torch.float32)
+    device_name = torch.cuda.get_device_name() if gpu else "cpu"
     print(f"{device_name}, torch {torch.__version__}; {shape}, {dtype}")
     started = time.perf_counter()
     model = Llama(shape, rope_inv_freq(config, shape.head_dim), dtype=dtype, device=args.device)
     synchronize(args.device)
-    print(f"weights: {model.weight_bytes() / 1e9:.2f} GB, made in {time.perf_counter() - started:.1f} s")
+    weight_bytes = model.weight_bytes()
+    print(f"weights: {weight_bytes / 1e9:.2f} GB, made in {time.perf_counter() - started:.1f} s")
     results = []
     for batch in args.batches:
         result = run_batch(model, batch, args)
-        if args.device.startswith("cuda"):
+        if gpu:
             torch.cuda.empty_cache()  # the last batch's cache and graphs, before a larger batch's
-        report(result, model.weight_bytes())
+        report(result, weight_bytes)
         results.append(result)
     summary = {"device": device_name, "torch": torch.__version__, "dtype": str(dtype), "shape": vars(shape),
-               "weight_bytes": model.weight_bytes(), "args": {k: str(v) for k, v in vars(args).items()},
+               "weight_bytes": weight_bytes, "args": {k: str(v) for k, v in vars(args).items()},
                "batches": results}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
