@@ -30,8 +30,13 @@ KEY_REFUSALS: dict[type[ledger_errors.KeyRefused], type[errors.AuthError]] = {
 
 
 def refusal_error(refusal: EngineRefused) -> errors.ApiError:
-    """A refusal of the request's values: the API's check or Inference's 400."""
-    if refusal.code == "context_length_exceeded" or CONTEXT_LENGTH.search(refusal.message):
+    """A refusal of the request's values: the API's check, Inference's 400, or Inference's
+    failure that blames the request (vllm_invalid_request)."""
+    too_long = refusal.code == "context_length_exceeded" or CONTEXT_LENGTH.search(refusal.message)
+    if refusal.code == "vllm_invalid_request":
+        upstream = errors.VllmContextLength if too_long else errors.VllmInvalidRequest
+        return upstream(refusal.message, refusal.param)
+    if too_long:
         return errors.ContextLengthExceeded(refusal.message, "prompt")
     return errors.InvalidRequest(refusal.message, refusal.param)
 

@@ -182,6 +182,24 @@ class UpstreamServerError(UpstreamError):
             self.retryable, self.should_retry = False, False
 
 
+class UpstreamRefusal(UpstreamError):
+    """Inference failed with a 5xx, and its message says the request is at fault: a 400 that
+    the circuit breaker does not count, as it says nothing of the model's health."""
+
+    status, retryable, should_retry = 400, False, False
+
+    def __init__(self, message: str, param: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, param, upstream_status=500, **kwargs)
+
+
+class VllmInvalidRequest(UpstreamRefusal):
+    code = "vllm_invalid_request"
+
+
+class VllmContextLength(UpstreamRefusal):
+    code = "vllm_context_length"
+
+
 class UpstreamDeadline(UpstreamError):
     status, code, retryable, should_retry = 504, "upstream_deadline", False, False
 

@@ -145,8 +145,12 @@ def classify_failure(error: BaseException) -> Exception:
         return EngineDead(str(error))
     if isinstance(error, VLLMValidationError):
         return EngineRefused(super(VLLMValidationError, error).__str__(), error.parameter)
-    if isinstance(error, (VLLMClientError, ValueError)):
+    if isinstance(error, VLLMClientError):
         return EngineRefused(str(error))
+    if isinstance(error, ValueError):
+        # vLLM's own check of a request that its typed errors do not cover: the request's fault,
+        # which the spec passes on as vllm_invalid_request.
+        return EngineRefused(str(error), code="vllm_invalid_request")
     if "out of memory" in str(error).lower():
         return EngineOutOfMemory(str(error))
     return error if isinstance(error, Exception) else RuntimeError(str(error))
@@ -247,12 +251,13 @@ class VllmEngine(Engine):
             # writes its (steered) blocks there; a salt of its own keeps them out of
             # every other request's reach.
             prompt["cache_salt"] = f"steered-{request.request_id}"
-        stream = self._llm.generate(
-            prompt,
-            to_sampling_params(request.sampling), request.request_id,
-            priority=request.sampling.priority,
-        )
         try:
+            # SamplingParams checks its values as it is built: its refusals are classified too.
+            stream = self._llm.generate(
+                prompt,
+                to_sampling_params(request.sampling), request.request_id,
+                priority=request.sampling.priority,
+            )
             async for out in stream:
                 yield out
         except (EngineRefused, EngineDead, EngineOutOfMemory):

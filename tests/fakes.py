@@ -70,6 +70,8 @@ class FakeEngine(Engine):
         if self.fail_before_first is not None:
             raise self.fail_before_first
         s = request.sampling
+        if s.max_tokens < 1:  # as vLLM's SamplingParams refuse it
+            raise EngineRefused(f"max_tokens must be at least 1, got {s.max_tokens}.", "max_tokens")
         limit = s.max_tokens if self.eos_after is None else min(s.max_tokens, self.eos_after)
         for step in range(limit):
             if self.cut_after_tokens is not None and step >= self.cut_after_tokens:

@@ -29,9 +29,10 @@ def engine_prompt_logprobs(planned: PlannedRequest) -> int | None:
     return -1 if -1 in wanted else max(wanted)
 
 
-def echo_only(planned: PlannedRequest) -> bool:
-    """echo with max_tokens 0: Inference writes (and counts) 1 token that the text leaves out."""
-    return planned.request.echo and planned.max_tokens == 0
+def generates_nothing(planned: PlannedRequest) -> bool:
+    """max_tokens 0 counts as 1 (the spec's Size caps and Hold): Inference writes (and counts) 1
+    token that the text and the logprobs leave out, with echo (the scoring idiom) or without."""
+    return planned.max_tokens == 0
 
 
 @dataclass
@@ -94,14 +95,14 @@ class CompletionAssembly:
         if with_prompt:
             ids += prompt.token_ids
             positions += prompt.prompt_logprobs or [None] * len(prompt.token_ids)
-        if not echo_only(self.planned):
+        if not generates_nothing(self.planned):
             ids += state.token_ids[start:]
             positions += state.logprobs[start:]
         return logprobs_json(ids, positions, k, self.decode, initial_offset)
 
     def _text(self, prompt: PromptState, generated: str, with_prompt: bool) -> str:
         head = self._prompt_text(prompt) if with_prompt else ""
-        return head + ("" if echo_only(self.planned) else generated)
+        return head + ("" if generates_nothing(self.planned) else generated)
 
     def _chunk_choice(self, p: int, i: int, state: ChoiceState, start: int, delta_text: str) -> dict[str, Any]:
         prompt = self.prompts[p]

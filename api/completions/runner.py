@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator
 
-from api.completions.assembly import CompletionAssembly, echo_only, engine_prompt_logprobs
+from api.completions.assembly import CompletionAssembly, engine_prompt_logprobs
 from api.inference.gateway import ModelGateway, Waits
 from deployments.engine import EngineOutput, GenerateRequest
 
@@ -14,8 +14,8 @@ _END = object()
 
 def engine_requests(assembly: CompletionAssembly, request_id: str) -> list[GenerateRequest]:
     planned = assembly.planned
-    max_tokens = 1 if echo_only(planned) else planned.max_tokens
-    sampling = planned.sampling(max_tokens)
+    # max_tokens 0 counts as 1: vLLM refuses 0, and the text leaves the one token out (assembly).
+    sampling = planned.sampling(max(planned.max_tokens, 1))
     sampling.prompt_logprobs = engine_prompt_logprobs(planned)
     sampling.final_only = not planned.request.stream
     return [

@@ -72,8 +72,9 @@ class Waits:
 
 
 def counts_as_failure(error: errors.ApiError) -> bool:
-    """Refusals of a bad request say nothing about the model's health."""
-    return isinstance(error, errors.UpstreamError)
+    """Refusals of a bad request (every 4xx, Inference's own among them) say nothing about the
+    model's health: only Inference's failures open the breaker."""
+    return isinstance(error, errors.UpstreamError) and error.status >= 500
 
 
 class ModelGateway:

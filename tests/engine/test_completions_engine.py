@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from deployments.engine import EngineRefused, GenerateRequest, SamplingSpec
+from tests.conftest import build_stack, new_key
 from tests.spec import assert_error, validate
 
 SKY = "The sky is"
@@ -114,6 +116,45 @@ async def test_echo_with_zero_max_tokens_counts_one_token(real_stack: Any) -> No
     body = await complete(real_stack, prompt=SKY, max_tokens=0, echo=True)
     assert body["choices"][0]["text"] == SKY
     assert body["usage"]["completion_tokens"] == 1
+
+
+async def test_zero_max_tokens_without_echo_counts_one_token(real_stack: Any) -> None:
+    # The spec: a max_tokens of 0 counts as 1. vLLM refuses 0, so the API asks it for the 1 token
+    # that it holds and counts, and the text leaves it out, as with echo.
+    body = await complete(real_stack, prompt=SKY, max_tokens=0, logprobs=1)
+    [choice] = body["choices"]
+    assert choice["text"] == "" and choice["finish_reason"] == "length"
+    assert choice["logprobs"]["tokens"] == []
+    assert body["usage"] == {"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5}
+
+
+async def test_a_refusal_of_the_engine_is_a_refusal_however_early_it_comes(tiny_engine: Any) -> None:
+    # vLLM checks SamplingParams as it builds them, before its stream starts: that refusal too
+    # must cross the engine boundary as EngineRefused, never as a failure that opens the breaker.
+    spec = SamplingSpec(max_tokens=0, temperature=0.0, final_only=True)
+    with pytest.raises(EngineRefused) as refused:
+        async for _ in tiny_engine.generate(GenerateRequest("refused-early", [128000, 791], spec)):
+            pass
+    assert refused.value.param == "max_tokens" and refused.value.code == "invalid_request"
+    assert refused.value.message == "max_tokens must be at least 1, got 0."
+
+
+async def test_refusals_of_inference_leave_the_model_open_for_another_user(tiny_engine: Any, pg_sessions: Any) -> None:
+    stack = await build_stack(tiny_engine, pg_sessions, long_wait_s=300.0, engine_timeout_s=300.0,
+                              breaker_failures=5)
+    try:
+        for _ in range(5):
+            r = await stack.http.post("/v1/completions", headers=stack.auth(),
+                                      json={"model": "llama-8b", "prompt": [999999], "max_tokens": 1})
+            assert_error(r, 400, "invalid_request", type="invalid_request_error")
+        other = {"Authorization": f"Bearer {await new_key(stack.services.sessions)}"}
+        r = await stack.http.post("/v1/completions", headers=other,
+                                  json={"model": "llama-8b", "prompt": SKY, "max_tokens": 2})
+        assert r.status_code == 200, r.text
+        health = (await stack.http.get("/health")).json()
+        assert health["status"] == "ok" and health["backends"][0]["breaker_consecutive_failures"] == 0
+    finally:
+        await stack.http.aclose()
 
 
 async def test_every_sampling_field_is_accepted(real_stack: Any) -> None:

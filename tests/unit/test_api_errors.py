@@ -14,6 +14,7 @@ from sqlmodel import select
 from deployments.engine import EngineDead, EngineOutOfMemory, EngineRefused
 from ledger.keys import hash_key, set_key_status, set_standing
 from ledger.models import ApiKey, KeyStatus, Standing, User
+from tests.conftest import new_key
 from tests.spec import assert_error, validate
 from tests.waiting import wait_until
 
@@ -468,6 +469,22 @@ async def test_inference_refuses_the_context(fake_stack):
                  type=INVALID)
 
 
+@pytest.mark.fake(fail_before_first=EngineRefused("The prompt has a bad value", "prompt", code="vllm_invalid_request"))
+async def test_inference_fails_and_blames_the_request(fake_stack):
+    response = await complete(fake_stack)
+    error = assert_error(response, 400, "vllm_invalid_request", message="The prompt has a bad value", param="prompt",
+                         type=UPSTREAM, headers={"x-should-retry": "false"})
+    assert error["upstream_status"] == 500
+    assert error["retryable"] is False
+    assert "retry-after" not in response.headers
+
+
+@pytest.mark.fake(fail_before_first=EngineRefused("maximum context length is 64", code="vllm_invalid_request"))
+async def test_inference_fails_and_blames_the_prompt_length(fake_stack):
+    response = await complete(fake_stack)
+    assert_error(response, 400, "vllm_context_length", message="maximum context length is 64", type=UPSTREAM)
+
+
 @pytest.mark.fake(fail_before_first=RuntimeError("boom"))
 async def test_other_inference_failure(fake_stack):
     response = await complete(fake_stack)
@@ -559,6 +576,25 @@ async def test_refusals_do_not_open_the_breaker(fake_stack):
     for _ in range(3):
         assert_error(await complete(fake_stack), 400, "invalid_request")
     assert (await health(fake_stack))["backends"][0]["breaker_state"] == "closed"
+
+
+@pytest.mark.parametrize("refusal", [
+    EngineRefused("max_tokens must be at least 1, got 0.", "max_tokens"),
+    EngineRefused("The prompt has a bad value", code="vllm_invalid_request"),
+    EngineRefused("maximum context length is 64", code="vllm_invalid_request"),
+])
+@pytest.mark.settings(breaker_failures=5)
+async def test_five_refusals_from_one_user_leave_the_model_open_for_another(fake_stack, refusal):
+    fake_stack.engine.fail_before_first = refusal
+    for _ in range(5):
+        assert (await complete(fake_stack)).status_code == 400
+    fake_stack.engine.fail_before_first = None
+    other = {"Authorization": f"Bearer {await new_key(fake_stack.services.sessions)}"}
+    response = await fake_stack.http.post("/v1/completions", headers=other,
+                                          json={"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2})
+    assert response.status_code == 200, response.text
+    body = await health(fake_stack)
+    assert body["status"] == "ok" and body["backends"][0]["breaker_consecutive_failures"] == 0
 
 
 @pytest.mark.fake(fail_before_first=EngineDead("down"))

@@ -222,6 +222,25 @@ async def test_echo_with_max_tokens_0_in_a_stream(fake_stack):
     assert chunks[-1]["usage"]["completion_tokens"] == 1
 
 
+async def test_max_tokens_0_without_echo_counts_one_token(fake_stack):
+    response = await post(fake_stack, max_tokens=0, n=2, logprobs=1)
+    assert response.status_code == 200, response.text
+    completion = response.json()
+    validate(completion, "Completion")
+    assert [(c["text"], c["finish_reason"], c["logprobs"]["tokens"]) for c in completion["choices"]] == [
+        ("", "length", []), ("", "length", [])]
+    assert completion["usage"] == {"prompt_tokens": SKY_TOKENS, "completion_tokens": 2,
+                                   "total_tokens": SKY_TOKENS + 2}
+    assert fake_stack.engine.seen[-1].sampling.max_tokens == 1
+
+
+async def test_max_tokens_0_without_echo_in_a_stream(fake_stack):
+    chunks, _ = await stream(fake_stack, max_tokens=0, stream_options={"include_usage": True})
+    check_chunks(chunks)
+    assert texts_by_index(chunks) == {0: ""}
+    assert chunks[-1]["usage"]["completion_tokens"] == 1
+
+
 # Logprobs ------------------------------------------------------------------------------------------
 
 def check_logprobs(logprobs: dict, k: int) -> None:

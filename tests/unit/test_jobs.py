@@ -150,6 +150,16 @@ async def test_submit_poll_and_fetch_the_result(jobs: Jobs) -> None:
     assert (hold.state, hold.used, hold.source.value) == (HoldState.settled, 6, "job")
 
 
+async def test_a_job_of_zero_max_tokens_counts_one_token(jobs: Jobs) -> None:
+    """The spec: a max_tokens of 0 counts as 1; the Job succeeds, and its text leaves the token out."""
+    job = (await jobs.submit({**SKY, "max_tokens": 0})).json()
+    jobs.runner()
+    await jobs.wait(job["id"], "succeeded")
+    result = (await jobs.get(job["id"], "/result")).json()
+    assert result["choices"][0]["text"] == "" and result["choices"][0]["finish_reason"] == "length"
+    assert result["usage"] == {"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5}
+
+
 async def test_a_job_holds_nothing_while_queued_and_keeps_max_tokens_16(jobs: Jobs) -> None:
     before = (await left(jobs.stack)).allowance_used
     job = (await jobs.submit({"model": "llama-8b", "prompt": "The sky is"})).json()
