@@ -48,7 +48,6 @@ class HarvestMsg:
         "At most 2000000 tokens of prompts in one harvest, counted as characters / 4: "
         "the prompts have {chars} characters, {tokens} tokens."
     )
-    SURROGATE = "half of a surrogate pair, such as a lone \\ud800"
     DATA_SIZE = "project_onto.data is {size} bytes; the shape {k} \u00d7 {hidden} of {dtype} needs {needed}."  # spec
     NOT_FINITE = "project_onto has numbers that are not finite."  # spec
     ZERO_DIRECTION = "project_onto has a direction whose length is 0."  # spec
@@ -121,10 +120,7 @@ def _prompts(v: object, path: str) -> tuple[list[str], int]:
         text(prompt, item)  # a string, without NUL
         if not prompt:
             raise bad_value(item, "a text of 1 or more characters")
-        try:
-            size += len(prompt.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise bad_value(item, f"a text without {HarvestMsg.SURROGATE}") from None
+        size += len(prompt.encode("utf-8"))  # api/body.py refused every lone surrogate already
         chars += len(prompt)
     if chars > 4 * MAX_PROMPT_TOKENS:
         raise InvalidRequest(HarvestMsg.PROMPTS_CAP.format(chars=chars, tokens=math.ceil(chars / 4)), path)
