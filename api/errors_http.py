@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from api import errors
 from api.error_mapping import as_api_error
@@ -68,6 +69,17 @@ class UnexpectedErrorMiddleware:
             await unexpected_response(Request(scope), error)(scope, receive, send)
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method that some route of the path takes. Starlette's own 405 names only the first
+    route that matched the path, and a path such as /v1/looms has a route per method."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(errors.ApiError)
     async def on_api_error(request: Request, error: errors.ApiError) -> JSONResponse:
@@ -78,7 +90,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if error.status_code == 405:
             mapped: errors.ApiError = errors.MethodNotAllowed(
                 NOT_ALLOWED.format(path=request.url.path, method=request.method),
-                headers={"Allow": (error.headers or {}).get("Allow", "")},
+                headers={"Allow": allowed_methods(request)},
             )
         elif error.status_code == 404:
             mapped = errors.NotFound(NOT_FOUND.format(path=request.url.path))

@@ -97,6 +97,30 @@ async def test_request_id_on_404(fake_stack):
     assert_error(await fake_stack.http.get("/v1/nothing-here"), 404, None)
 
 
+def spec_routes() -> list[tuple[str, list[str]]]:
+    """Each path of the spec's openapi.json with the methods that it lists."""
+    spec = json.loads(shared_spec("openapi.json").read_text())
+    verbs = ("get", "post", "put", "patch", "delete")
+    return [(path, sorted(m.upper() for m in ops if m in verbs)) for path, ops in spec["paths"].items()]
+
+
+async def test_a_405_lists_every_method_of_the_path(fake_stack):
+    """The spec: "The Allow header lists the methods that it takes." (PUT /v1/looms named only GET.)"""
+    routes = spec_routes()
+    patterns = [(re.compile("^" + re.sub(r"\{[a-z_]+\}", "[^/]+", path) + "$"), methods) for path, methods in routes]
+    checked = 0
+    for path, _ in routes:
+        url = re.sub(r"\{[a-z_]+\}", "0190f5b2-7c3d-7e4f-8a9b-0123456789ab", path)
+        # GET /v1/looms/import reads the Loom whose id is "import": another path's method.
+        taken = {m for pattern, others in patterns if pattern.match(url) for m in others}
+        for method in {"GET", "POST", "PUT", "PATCH", "DELETE"} - taken:
+            response = await fake_stack.http.request(method, url, headers=fake_stack.auth())
+            assert_error(response, 405, None)
+            assert response.headers["allow"] == ", ".join(sorted(taken)), (method, path)
+            checked += 1
+    assert checked >= 80
+
+
 async def test_request_id_on_405(fake_stack):
     assert_error(await fake_stack.http.get("/v1/completions", headers=fake_stack.auth()), 405, None)
 
