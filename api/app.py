@@ -23,6 +23,7 @@ from api.metrics.middleware import RequestMetricsMiddleware
 from api.metrics.router import router as metrics_router
 from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
 from api.models.router import router as models_router
+from api.security_headers import SecurityHeadersMiddleware
 from api.timing import ServerTimingMiddleware
 from api.webapp.router import router as webapp_router
 
@@ -54,6 +55,7 @@ def create_app() -> FastAPI:
     app.add_middleware(GzipJsonMiddleware)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["*"], allow_headers=["*"],
                        expose_headers=EXPOSED_HEADERS, allow_credentials=False)
+    app.add_middleware(SecurityHeadersMiddleware)  # on every answer, the 500s and CORS preflights too
     app.add_middleware(ServerTimingMiddleware)  # inside the request id, outside everything else
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -1,13 +1,14 @@
 """The App's pages: one HTML shell for every page path, and its static files.
 
 The shell routes on the client. It may be mounted under a prefix (a Serve
-route_prefix such as /browser), so it carries `<base href>` and
-`window.ACS_ROOT` from the ASGI root_path, and every URL in the JS is
-relative to them.
+route_prefix such as /browser), so it carries `<base href>` and the
+`acs-root` meta from the ASGI root_path, and every URL in the JS is
+relative to them. Each page carries the Content-Security-Policy made from
+the shell (api/webapp/policy.py); the prefix lives in attributes, never in
+an inline script, so the script's hash stays the same under any prefix.
 """
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from html import escape
 from pathlib import Path
@@ -15,6 +16,8 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from starlette.exceptions import HTTPException
+
+from api.webapp.policy import page_policy
 
 STATIC = Path(__file__).with_name("static")
 SHELL = STATIC / "index.html"
@@ -42,16 +45,24 @@ def _template() -> str:
     return SHELL.read_text(encoding="utf-8")
 
 
+# Read once at startup: the policy's hashes come from the very text the pages serve.
+PAGE_POLICY = page_policy(_template())
+
+
 def render_shell(root_path: str) -> str:
     root = root_path.rstrip("/")
     return (_template()
             .replace("{{base_href}}", escape(root + "/", quote=True))
-            .replace("{{acs_root}}", json.dumps(root).replace("<", "\\u003c")))
+            .replace("{{acs_root}}", escape(root, quote=True)))
 
 
 async def page(request: Request) -> HTMLResponse:
     html = render_shell(request.scope.get("root_path", ""))
-    return HTMLResponse(html, headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+    return HTMLResponse(html, headers={
+        "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+        "Content-Security-Policy": PAGE_POLICY,
+        "X-Frame-Options": "DENY",  # frame-ancestors 'none', for browsers that predate it
+    })
 
 
 for _path in PAGES:

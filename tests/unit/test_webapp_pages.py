@@ -1,11 +1,15 @@
 """The App's pages and static files (api/webapp), and the pinned front-end packages.
 
-Each page path answers the one HTML shell, with <base href> and ACS_ROOT under the
-route prefix the app is mounted at; static files carry their content types; an
-unknown static file gets the API's 404 error object.
+Each page path answers the one HTML shell, with <base href> and the acs-root meta under
+the route prefix the app is mounted at, and the security headers (a Content-Security-Policy
+whose script hashes are the shell's inline scripts, no referrer, HSTS over https only);
+static files carry their content types; an unknown static file gets the API's 404 error
+object.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -14,6 +18,7 @@ from typing import Any, Callable
 import httpx
 import pytest
 
+from api.webapp.policy import page_policy
 from api.webapp.router import PAGES, STATIC
 
 WEBAPP = Path(STATIC).parent
@@ -23,10 +28,25 @@ EXACT = re.compile(r"^\d+\.\d+\.\d+$")
 @pytest.fixture
 def client(fake_stack: Any) -> Callable[..., httpx.AsyncClient]:
     """The whole API app (its middleware too), optionally under a route prefix."""
-    def make(root_path: str = "") -> httpx.AsyncClient:
+    def make(root_path: str = "", scheme: str = "http") -> httpx.AsyncClient:
         transport = httpx.ASGITransport(app=fake_stack.app, root_path=root_path)
-        return httpx.AsyncClient(transport=transport, base_url="http://app.test")
+        return httpx.AsyncClient(transport=transport, base_url=f"{scheme}://app.test")
     return make
+
+
+def policy(answer: httpx.Response) -> dict[str, list[str]]:
+    """The answer's Content-Security-Policy, directive -> its sources."""
+    directives = [part.split() for part in answer.headers["content-security-policy"].split(";") if part.strip()]
+    return {words[0]: words[1:] for words in directives}
+
+
+def inline_scripts(page: str) -> list[str]:
+    """The exact text of each <script> of the page that has no src."""
+    return re.findall(r"<script(?![^>]*\bsrc=)[^>]*>(.*?)</script>", page, re.S)
+
+
+def sha256_source(script: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -38,7 +58,7 @@ async def test_each_page_answers_the_shell(path: str, client: Callable[..., http
     assert answer.headers["cache-control"] == "no-store"
     assert "content-encoding" not in answer.headers
     assert '<base href="/">' in answer.text
-    assert 'window.ACS_ROOT = "";' in answer.text
+    assert '<meta name="acs-root" content="">' in answer.text
     assert '<script type="module" src="app-static/js/main.js"></script>' in answer.text
 
 
@@ -48,14 +68,85 @@ async def test_the_shell_under_a_route_prefix(client: Callable[..., httpx.AsyncC
         script = await http.get("/browser/app-static/js/main.js")
     assert answer.status_code == 200
     assert '<base href="/browser/">' in answer.text
-    assert 'window.ACS_ROOT = "/browser";' in answer.text
+    assert '<meta name="acs-root" content="/browser">' in answer.text
     assert script.status_code == 200
+
+
+@pytest.mark.parametrize("path", PAGES)
+async def test_each_page_sends_the_security_headers(path: str, client: Callable[..., httpx.AsyncClient]) -> None:
+    async with client() as http:
+        answer = await http.get(path)
+    rules = policy(answer)
+    assert rules["default-src"] == ["'self'"]
+    assert rules["frame-ancestors"] == ["'none'"]
+    assert rules["object-src"] == ["'none'"]
+    assert rules["base-uri"] == ["'self'"]
+    assert rules["script-src"][0] == "'self'" and len(rules["script-src"]) > 1
+    assert rules["style-src"] == ["'self'"]
+    assert "unsafe" not in answer.headers["content-security-policy"]
+    assert answer.headers["referrer-policy"] == "no-referrer"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "strict-transport-security" not in answer.headers  # plain http: a browser ignores it anyway
+
+
+@pytest.mark.parametrize("root_path", ["", "/browser"])
+async def test_the_policy_hashes_are_the_pages_inline_scripts(root_path: str, client: Callable[..., httpx.AsyncClient]) -> None:
+    """Every inline script runs (its hash is in script-src), and nothing else inline does."""
+    async with client(root_path) as http:
+        answer = await http.get(f"{root_path}/usage")
+    scripts = inline_scripts(answer.text)
+    assert scripts and all(script.strip() for script in scripts)
+    hashes = [source for source in policy(answer)["script-src"] if source.startswith("'sha")]
+    assert sorted(hashes) == sorted(sha256_source(script) for script in scripts)
+    # Inline styles and handlers would need 'unsafe-inline' (or 'unsafe-hashes'): the shell has none.
+    assert not re.search(r"<style|\sstyle=|\son[a-z]+=", answer.text, re.I)
+    # default-src 'self': whatever the shell loads (the icon included) is the App's own file.
+    for address in re.findall(r'\s(?:src|href)="([^"]*)"', answer.text):
+        assert not re.match(r"^([a-z][a-z0-9+.-]*:|//)", address, re.I), address
+
+
+@pytest.mark.parametrize("path", ["/usage", "/app-static/app.css", "/no-such-page", "/v1/models"])
+async def test_hsts_only_over_https(path: str, client: Callable[..., httpx.AsyncClient]) -> None:
+    async with client(scheme="https") as secure, client() as plain:
+        over_https = await secure.get(path)
+        over_http = await plain.get(path)
+    assert over_https.headers["strict-transport-security"] == "max-age=31536000; includeSubDomains"
+    assert "strict-transport-security" not in over_http.headers
+
+
+@pytest.mark.parametrize("path", ["/no-such-page", "/v1/models", "/account/me", "/app-static/js/main.js"])
+async def test_other_answers_send_no_referrer_and_nosniff(path: str, client: Callable[..., httpx.AsyncClient]) -> None:
+    """Tokens travel in query strings (password links, harvest links): no answer lets the browser pass them on."""
+    async with client() as http:
+        answer = await http.get(path)
+    assert answer.headers["referrer-policy"] == "no-referrer"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    if "json" in answer.headers["content-type"]:  # nothing a JSON answer holds may run as a page
+        assert policy(answer) == {"default-src": ["'none'"], "frame-ancestors": ["'none'"]}
+
+
+async def test_a_cors_preflight_sends_them_too(client: Callable[..., httpx.AsyncClient]) -> None:
+    """CORS answers a preflight itself, before any route: the headers wrap it as well."""
+    async with client(scheme="https") as http:
+        answer = await http.options("/v1/completions", headers={
+            "Origin": "https://elsewhere.test", "Access-Control-Request-Method": "POST"})
+    assert answer.status_code == 200
+    assert answer.headers["referrer-policy"] == "no-referrer"
+    assert answer.headers["strict-transport-security"] == "max-age=31536000; includeSubDomains"
+
+
+def test_a_placeholder_in_an_inline_script_stops_the_start() -> None:
+    """Its text, and so its hash, would change with each request: the policy would block it."""
+    with pytest.raises(ValueError, match="placeholder"):
+        page_policy('<script type="importmap">{"imports": {"x": "{{base_href}}x.js"}}</script>')
 
 
 @pytest.mark.parametrize(("path", "content_type"), [
     ("/app-static/app.css", "text/css; charset=utf-8"),
     ("/app-static/js/main.js", "text/javascript; charset=utf-8"),
     ("/app-static/js/pages/api_keys.js", "text/javascript; charset=utf-8"),
+    ("/app-static/favicon.svg", "image/svg+xml"),
 ])
 async def test_static_files_carry_their_content_type(path: str, content_type: str, client: Callable[..., httpx.AsyncClient]) -> None:
     async with client() as http:

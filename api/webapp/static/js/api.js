@@ -1,6 +1,9 @@
-// JSON calls to the App's account routes: relative to ACS_ROOT, with the
-// session cookie, and the double-submit CSRF header on every unsafe method.
-export const ROOT = (window.ACS_ROOT || "").replace(/\/$/, "");
+// JSON calls to the App's account routes: relative to the App's root (the
+// shell's acs-root meta, an attribute so that the Content-Security-Policy
+// needs no inline script for it), with the session cookie, and the
+// double-submit CSRF header on every unsafe method.
+const ROOT_META = document.querySelector('meta[name="acs-root"]');
+export const ROOT = (ROOT_META ? ROOT_META.content : "").replace(/\/$/, "");
 const SAFE = new Set(["GET", "HEAD", "OPTIONS"]);
 
 export function url(path) {

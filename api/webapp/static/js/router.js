@@ -1,5 +1,5 @@
 // Client routing by path with the history API. Paths are the App's own
-// ("/usage"); the address adds ACS_ROOT in front.
+// ("/usage"); the address adds the App's ROOT in front.
 import { useEffect, useState } from "preact/hooks";
 import { ROOT, url } from "./api.js";
 

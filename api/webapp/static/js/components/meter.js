@@ -7,6 +7,6 @@ export function Meter({ used, total, label }) {
   const percent = Math.round(fraction * 100);
   return html`<div class=${`meter meter-${state}`} role="meter" aria-label=${label}
       aria-valuemin="0" aria-valuemax="100" aria-valuenow=${percent} aria-valuetext=${`${percent}% used`}>
-    <div class="meter-fill" style=${`width: ${percent}%`}></div>
+    <div class="meter-fill" style=${{ width: `${percent}%` }}></div>
   </div>`;
 }
