@@ -6,6 +6,11 @@ made by the admin command, as an operator makes them.
 Every page a test visits is shot at a desktop and a phone width into
 tests/browser/artifacts/<test>/<page>-<width>.png (CI keeps them) and checked
 by axe-core at both: a violation of impact serious or critical fails the test.
+
+The pages run under the App's real Content-Security-Policy (never bypass_csp):
+every visitor (new_ui) listens to the console and to `securitypolicyviolation`
+events, and checks the security headers of each page it loads; a violation, a
+console error or a missing header fails the test, as a page error does.
 """
 from __future__ import annotations
 
@@ -238,7 +243,9 @@ class App:
 @pytest.fixture(scope="package")
 def app(serve_instance: ServeInstance, mailbox: Mailbox) -> Iterator[App]:
     # Package scope: the e2e modules that come next need Ray's CPUs for their own applications.
-    with serve_instance.application("test", APP_NAME, PREFIX) as base:
+    # The App's mails link to ACS_PUBLIC_BASE_URL alone: this App's address, under its prefix.
+    env = {"ACS_PUBLIC_BASE_URL": serve_instance.root + PREFIX}
+    with serve_instance.application("test", APP_NAME, PREFIX, env=env) as base:
         yield App(serve_instance, base.removesuffix("/v1"), mailbox)
 
 
@@ -306,7 +313,8 @@ class UI:
     def _axe(self, name: str, width_name: str) -> None:
         page = self.page
         if not page.evaluate("() => typeof window.axe !== 'undefined'"):
-            page.add_script_tag(path=str(AXE))
+            # From the App's own origin, as the policy allows ('self'): an inline copy would be blocked.
+            page.add_script_tag(url=self.app.url("app-static/vendor/axe.min.js"))
         violations = page.evaluate("""async () => {
             const result = await axe.run(document, {resultTypes: ["violations"]});
             return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
@@ -321,8 +329,9 @@ class UI:
                                      f"{violation['id']} - {violation['help']} - {nodes}")
 
     def check(self) -> None:
-        """Fail on what shoot() and the page found: axe's serious violations, the page's errors."""
-        problems, self.problems = self.problems + [f"page error: {error}" for error in self.errors], []
+        """Fail on what shoot() and the page found: axe's serious violations, the page's errors, console
+        errors, CSP violations and missing security headers (see watch())."""
+        problems, self.problems = self.problems + self.errors, []
         self.errors = []
         assert not problems, "\n".join(problems)
 
@@ -344,6 +353,55 @@ class UI:
         self.open("sign-in")
         self.sign_in(user)
         expect(self.page).to_have_url(re.compile(rf"{PREFIX}/api-keys$"))
+
+
+# -- what each visitor watches: the policy's violations, console errors, the pages' headers ------------
+
+# Runs before the page's own scripts (Playwright adds it outside the page's CSP) and reports each
+# violation to the test, wherever it came from.
+REPORT_VIOLATIONS = """document.addEventListener("securitypolicyviolation", (event) => window.acsCspViolation({
+    directive: event.effectiveDirective, blocked: event.blockedURI, source: event.sourceFile,
+    line: event.lineNumber, sample: event.sample}), true);"""
+# The App reads its JSON routes' 4xx answers (a wrong password, a signed-out visitor's /account/me) and
+# shows them; Chromium still logs each as "Failed to load resource". Any other console error counts.
+HANDLED_ANSWER = re.compile(r"^Failed to load resource: the server responded with a status of 4\d\d\b")
+PAGE_HEADERS = {"referrer-policy": "no-referrer", "x-content-type-options": "nosniff"}
+PAGE_POLICY = ("default-src 'self'", "frame-ancestors 'none'")
+
+
+def _console_problem(ui: UI, message: Any) -> str | None:
+    if message.type != "error":
+        return None
+    address = (message.location or {}).get("url") or ""
+    path = urlsplit(address).path
+    if HANDLED_ANSWER.match(message.text) and path.startswith((f"{PREFIX}/account/", f"{PREFIX}/v1/")):
+        return None
+    return f"console error ({address or ui.page.url}): {message.text}"
+
+
+def _header_problems(response: Any) -> list[str]:
+    """What a page of the App (an HTML document of the main frame) lacks of its security headers."""
+    headers = response.all_headers()
+    if not headers.get("content-type", "").startswith("text/html"):
+        return []
+    policy = [part.strip() for part in headers.get("content-security-policy", "").split(";")]
+    missing = [f"{name}: {value}" for name, value in PAGE_HEADERS.items() if headers.get(name) != value]
+    missing += [f"Content-Security-Policy {rule}" for rule in PAGE_POLICY if rule not in policy]
+    return [f"page {response.url} lacks {item}" for item in missing]
+
+
+def watch(ui: UI) -> None:
+    """Record on ui.errors what check() fails on: page errors, console errors, CSP violations, and a
+    page of the App without its security headers."""
+    page = ui.page
+    page.expose_function("acsCspViolation", lambda v: ui.errors.append(
+        f"CSP violation ({v['source'] or page.url}:{v['line']}): {v['directive']} blocked {v['blocked']!r} {v['sample']}"))
+    page.add_init_script(REPORT_VIOLATIONS)
+    page.on("pageerror", lambda error: ui.errors.append(f"page error: {error}"))
+    page.on("console", lambda message: ui.errors.extend(filter(None, [_console_problem(ui, message)])))
+    page.on("response", lambda response: ui.errors.extend(
+        _header_problems(response) if response.request.is_navigation_request() and response.frame == page.main_frame
+        else []))
 
 
 def tab_to(page: Any, target: Any, limit: int = 40) -> None:
@@ -383,12 +441,11 @@ def new_ui(app: App, browser: Any, request: pytest.FixtureRequest) -> Iterator[A
     made: list[UI] = []
 
     def make() -> UI:
-        context = browser.new_context(viewport=dict(zip(("width", "height"), WIDTHS["desktop"])), bypass_csp=True)
+        context = browser.new_context(viewport=dict(zip(("width", "height"), WIDTHS["desktop"])))
         context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app.root.rsplit(PREFIX, 1)[0])
         context.set_default_timeout(WAIT_MS)
-        page = context.new_page()
-        ui = UI(app, context, page, folder)
-        page.on("pageerror", lambda error: ui.errors.append(str(error)))
+        ui = UI(app, context, context.new_page(), folder)
+        watch(ui)
         made.append(ui)
         return ui
 
@@ -402,9 +459,9 @@ def new_ui(app: App, browser: Any, request: pytest.FixtureRequest) -> Iterator[A
                 (folder / f"failed-{index}.html").write_text(ui.page.content())
             except Exception:  # noqa: BLE001 - the page may be gone
                 pass
-            for problem in ui.problems:
+            for problem in ui.problems + ui.errors:
                 print(problem)
         ui.context.close()
     if not failed:  # a test that shot pages without ui.check() at its end
-        left = [problem for ui in made for problem in ui.problems + [f"page error: {e}" for e in ui.errors]]
+        left = [problem for ui in made for problem in ui.problems + ui.errors]
         assert not left, "\n".join(left)
