@@ -57,9 +57,12 @@ async def prepare_ledger(settings: Settings, path: Path | None = None) -> str:
 
 
 def serve_profile(profile: str, host: str, port: int, num_cpus: int) -> None:
+    from cluster.ray_env import direct_ingress_environment, free_port, prepare_ray_environment, start_local_ray
+
+    # Before `ray` is imported: Ray reads the address that its processes listen on once, at import.
+    prepare_ray_environment()
     from ray import serve
 
-    from cluster.ray_env import direct_ingress_environment, free_port, start_local_ray
     from cluster.serve_app import build_application
 
     # One machine, one ingress replica: it answers on `port` itself. Serve still runs its proxy,

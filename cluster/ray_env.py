@@ -1,7 +1,9 @@
 """Environment for a local Ray instance; set before `ray` starts anything."""
 from __future__ import annotations
 
+import ipaddress
 import os
+import secrets
 import socket
 from pathlib import Path
 
@@ -23,8 +25,17 @@ def serve_environment() -> dict[str, str]:
 # What a Ray that the platform starts itself runs with, beside cluster/serve.env.
 LOCAL_RAY = {
     "RAY_USAGE_STATS_ENABLED": "0",
-    # Explicit, or the first ray.init writes ~/.ray/auth_token and later clusters demand it.
-    "RAY_AUTH_MODE": "disabled",
+    # Ray's switch for a Ray of one machine: its node's address is then 127.0.0.1, where the GCS,
+    # the raylet, the workers and Ray's agents listen. On the machine's own address, anyone who
+    # reached it could join this Ray and run code in it. Ray reads it once, when `ray` is first
+    # imported (start_local_ray checks that it took).
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    # Ray's token authentication, with a token of this process's own (prepare_ray_environment) that
+    # every Ray process it starts inherits. Serve binds each replica's gRPC server to every interface
+    # whatever the node's address (Ray 2.60: "[::]:0"), and that server unpickles what it is sent:
+    # the token is what keeps others out of it. Explicit, with the token in the environment: else the
+    # first ray.init writes ~/.ray/auth_token, and later clusters on this machine demand it.
+    "RAY_AUTH_MODE": "token",
     "RAY_DEDUP_LOGS": "0",
     # Serve's controller wakes every 0.1 s by default; on a 2-core machine each
     # wake-up can stall a step of the engine's OpenMP threads.
@@ -61,9 +72,11 @@ LOCAL_HOUSEKEEPING = {
 
 def prepare_ray_environment() -> None:
     """Each setting of cluster/serve.env, LOCAL_RAY and LOCAL_HOUSEKEEPING that the environment
-    does not set already; where serve.env names a key too, its value wins, as on the nodes."""
+    does not set already; where serve.env names a key too, its value wins, as on the nodes. And
+    Ray's token for the Ray that this process starts: random, and nowhere but in its environment."""
     for key, value in {**LOCAL_RAY, **LOCAL_HOUSEKEEPING, **serve_environment()}.items():
         os.environ.setdefault(key, value)
+    os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
 
 def direct_ingress_environment(port: int) -> None:
@@ -90,10 +103,25 @@ def free_port(host: str) -> int:
         return probe.getsockname()[1]
 
 
+def refuse_an_open_ray(node_address: str, auth_mode: str) -> None:
+    """Before ray.init: a local Ray on the machine's network address, or without Ray's token, would
+    let anyone who reaches the machine run code in it."""
+    if not ipaddress.ip_address(node_address).is_loopback:
+        raise RuntimeError(
+            f"A local Ray would listen on {node_address}, where anyone who reaches this machine could run "
+            "code in it: call cluster.ray_env.prepare_ray_environment() before `ray` is first imported, and "
+            "leave RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER unset or 0.")
+    if auth_mode.strip().lower() != "token":
+        raise RuntimeError(
+            f"A local Ray with RAY_AUTH_MODE={auth_mode} would let anyone who reaches this machine run code "
+            "in its Serve replicas, which listen on every interface: leave RAY_AUTH_MODE unset or token.")
+
+
 def start_local_ray(num_cpus: int | None = None) -> None:
+    prepare_ray_environment()
     import ray
 
-    prepare_ray_environment()
+    refuse_an_open_ray(ray.util.get_node_ip_address(), os.environ["RAY_AUTH_MODE"])
     ray.init(
         address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
         object_store_memory=OBJECT_STORE_BYTES, log_to_driver=True,
