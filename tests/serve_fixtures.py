@@ -71,6 +71,18 @@ def read_ledger(database_url: str, read: Any) -> Any:
     return run_async(run())
 
 
+def with_ingress_env(app: Any, env: dict[str, str]) -> Any:
+    """The application with `env` in its ingress replica's environment (Ray's runtime_env), beside
+    what every process of the session's Ray has."""
+    from ray.serve.deployment import Application
+
+    if not env:
+        return app
+    ingress = app._bound_deployment  # the deployment that the application's routes reach
+    options = {**(ingress.ray_actor_options or {}), "runtime_env": {"env_vars": dict(env)}}
+    return Application(ingress.options(ray_actor_options=options))
+
+
 @dataclass
 class ServeInstance:
     """Ray and Serve on 127.0.0.1:PORT over one PostgreSQL ledger."""
@@ -89,13 +101,15 @@ class ServeInstance:
         return read_ledger(self.database_url, read)
 
     @contextlib.contextmanager
-    def application(self, profile: str, name: str, route_prefix: str) -> Iterator[str]:
-        """Serve `profile` under `route_prefix` until the block ends; its /v1 address."""
+    def application(self, profile: str, name: str, route_prefix: str,
+                    env: dict[str, str] | None = None) -> Iterator[str]:
+        """Serve `profile` under `route_prefix` until the block ends; its /v1 address. `env`: settings
+        of this application's ingress alone (the App's ACS_PUBLIC_BASE_URL under its prefix)."""
         from ray import serve
 
         from cluster.serve_app import build_application
 
-        serve.run(build_application(profile), name=name, route_prefix=route_prefix)
+        serve.run(with_ingress_env(build_application(profile), env or {}), name=name, route_prefix=route_prefix)
         try:
             yield f"{self.root}{route_prefix.rstrip('/')}/v1"
         finally:
