@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -67,7 +68,10 @@ class Settings(BaseSettings):
     harvest_storage: str = str(REPO_ROOT / "var" / "harvests")
     # The HMAC key of harvest download links; every ingress replica needs the same one.
     harvest_link_secret: SecretStr = SecretStr(DEV_HARVEST_LINK_SECRET)
-    # Where links point: the API's public URL without /v1; None: the request's own base URL.
+    # Where links point: the API's public URL without /v1 (the App's pages hang there too). The App's
+    # mails link nowhere else, never to a request's Host; outside development it must be set
+    # (check_public_base_url). None: harvest links take the request's own base URL, and in
+    # development the mails take http://127.0.0.1:<port> (api/account/mailer.py, mail_base_url).
     public_base_url: str | None = None
     # A download link works this long after the answer that made it (the spec: 7 days).
     harvest_link_ttl_s: int = 7 * 24 * 3600
@@ -126,6 +130,22 @@ class Settings(BaseSettings):
                 "redis://redis.internal:6379/0."
             )
         return self
+
+    @model_validator(mode="after")
+    def check_public_base_url(self) -> Settings:
+        # The App's mails carry password links: their address must come from the operator, never from
+        # a request's Host header, which anyone who sends the request chooses.
+        base = (self.public_base_url or "").strip()
+        if base and (urlsplit(base).scheme not in ("http", "https") or not urlsplit(base).netloc):
+            raise ValueError(f"ACS_PUBLIC_BASE_URL is {base!r}: write the platform's public URL with its "
+                             "scheme, such as https://infra.example.org.")
+        if base or self.environment.strip().lower() == "development":
+            return self
+        raise ValueError(
+            f"ACS_PUBLIC_BASE_URL is empty, and ACS_ENVIRONMENT is {self.environment!r}: the App's mails "
+            "would have no address of the App to link to. Set it to the platform's public URL, such as "
+            "https://infra.example.org."
+        )
 
     def ledger_url(self) -> str:
         """The ledger's database: ACS_DATABASE_URL, or the embedded SQLite file."""

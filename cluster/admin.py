@@ -13,7 +13,7 @@ import getpass
 import sys
 from collections.abc import Sequence
 
-from api.account.mailer import mailer_of
+from api.account.mailer import mail_base_url, mailer_of
 from api.admin.platform import platform_of
 from api.settings import Settings, get_settings
 from deployments.catalog import load_catalog
@@ -38,7 +38,7 @@ def admin_config(settings: Settings) -> admin.AdminConfig:
         replica_hour_usd=platform.replica_hour_usd,
         operator=operator_name(),
         mailer=mailer_of(settings),
-        public_base_url=(settings.public_base_url or f"http://127.0.0.1:{settings.port}").rstrip("/"),
+        public_base_url=mail_base_url(settings),
     )
 
 

@@ -56,6 +56,12 @@ async def prepare_ledger(settings: Settings, path: Path | None = None) -> str:
     return "(the local user exists; make a key: python -m cluster.admin key create --user local --name NAME)"
 
 
+def own_url(host: str, port: int) -> str:
+    """The address this start listens on, as a link: a wildcard host is reached on loopback."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def serve_profile(profile: str, host: str, port: int, num_cpus: int) -> None:
     from cluster.ray_env import direct_ingress_environment, free_port, prepare_ray_environment, start_local_ray
 
@@ -96,6 +102,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=settings.port)
     args = parser.parse_args()
     os.environ["ACS_PROFILE"] = args.profile  # for the Serve replicas, which read their own settings
+    # The App's mails link to ACS_PUBLIC_BASE_URL alone; by default here, the address this start listens on.
+    os.environ["ACS_PUBLIC_BASE_URL"] = (settings.public_base_url or "").strip() or own_url(args.host, args.port)
     prepare_environment(cpu=profile_on_cpu(args.profile, settings))
     key = asyncio.run(prepare_ledger(settings))
     serve_profile(args.profile, args.host, args.port, settings.num_cpus)

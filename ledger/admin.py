@@ -92,7 +92,8 @@ class AdminConfig:
     # Who a Lock, a Clear or a window of the command line is recorded as made by.
     operator: str = "command line"
     # The App's mail (ledger.mail.Mailer; None leaves it in the outbox for the Runner) and where its
-    # links point (the settings' public URL, else the embedded start's address).
+    # links point: ACS_PUBLIC_BASE_URL, which the settings demand outside development (cluster/admin.py
+    # hands it in); never an address that a request names. This default is the embedded start's own.
     mailer: Any = None
     public_base_url: str = "http://127.0.0.1:8000"
 

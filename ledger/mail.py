@@ -5,6 +5,10 @@ both kept or both lost. After the commit the writer calls `deliver_pending`; the
 calls it too, for mail that the SMTP server refused or that a crash left unsent. A sender claims a row
 for a while before it sends, so two processes never send one mail at once.
 
+A body holds a live link's token, which the ledger keeps nowhere else but as a hash: once the mail is
+sent (or given up), its body is dropped and the row keeps its recipient, subject and times. A row goes
+after the retry window, the longest life of a link that a mail carries: no later try could help.
+
     SmtpMailer("smtp+starttls://user:pass@mail.example.org:587", "ACS Infra <infra@example.org>")
     OutboxFolderMailer(Path("var/outbox"))   # no SMTP server: each mail is an .eml file
 """
@@ -22,17 +26,20 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import or_, update
+from sqlalchemy import delete, or_, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from ledger.access_links import LINK_LIFETIME
 from ledger.access_models import MailOutbox
 from ledger.coltypes import utcnow
 
 log = logging.getLogger("acs.mail")
 DEFAULT_FROM = "ACS Infra <infra@localhost>"
 CLAIM_FOR = timedelta(minutes=2)
-MAX_TRIES = 20  # past this a mail stays in the outbox for an operator to read
+MAX_TRIES = 20  # past this a mail stays in the outbox, without its body, for an operator to read
+RETRY_WINDOW = max(LINK_LIFETIME.values())  # the approval link's 7 days
+DROPPED = ""  # the body of a mail that went out or was given up
 SMTP_TIMEOUT_S = 30.0
 
 
@@ -59,10 +66,12 @@ def _domain(address: str) -> str:
 
 
 async def deliver_pending(sessions: Any, mailer: Mailer | None, now: datetime | None = None) -> int:
-    """Send every unsent mail that no other sender holds; returns how many went out."""
+    """Send every unsent mail that no other sender holds; returns how many went out. First drops the
+    rows past the retry window."""
+    now = now or utcnow()
+    await purge_old(sessions, now)
     if mailer is None:
         return 0
-    now = now or utcnow()
     async with sessions() as session:
         pending = list(await session.exec(select(MailOutbox.id).where(
             col(MailOutbox.sent_at).is_(None), MailOutbox.tries < MAX_TRIES,
@@ -82,10 +91,19 @@ async def _deliver_one(sessions: Any, mailer: Mailer, mail_id: Any, now: datetim
         await mailer.send(message_of(row, getattr(mailer, "mail_from", DEFAULT_FROM)))
     except Exception as error:  # noqa: BLE001 - any failure of the server: try again later
         log.warning("mail %s to %s failed: %s", row.id, row.to_address, error)
-        await _record(sessions, mail_id, sent_at=None, last_error=f"{type(error).__name__}: {error}")
+        await _record(sessions, mail_id, sent_at=None, last_error=f"{type(error).__name__}: {error}",
+                      drop_body=row.tries >= MAX_TRIES)  # the last try: nobody sends the body now
         return 0
-    await _record(sessions, mail_id, sent_at=now, last_error=None)  # the sender's clock, as its claim
+    await _record(sessions, mail_id, sent_at=now, last_error=None, drop_body=True)  # the sender's clock
     return 1
+
+
+async def purge_old(sessions: Any, now: datetime) -> int:
+    """Drop the mails older than the retry window, sent or not: their links no longer work."""
+    async with sessions() as session:
+        dropped = await session.execute(delete(MailOutbox).where(col(MailOutbox.created_at) <= now - RETRY_WINDOW))
+        await session.commit()
+        return dropped.rowcount or 0
 
 
 async def _claim(sessions: Any, mail_id: Any, now: datetime) -> MailOutbox | None:
@@ -100,10 +118,13 @@ async def _claim(sessions: Any, mail_id: Any, now: datetime) -> MailOutbox | Non
         return await session.get(MailOutbox, mail_id)
 
 
-async def _record(sessions: Any, mail_id: Any, *, sent_at: datetime | None, last_error: str | None) -> None:
+async def _record(sessions: Any, mail_id: Any, *, sent_at: datetime | None, last_error: str | None,
+                  drop_body: bool) -> None:
+    values: dict[str, Any] = {"sent_at": sent_at, "last_error": last_error, "claimed_until": None}
+    if drop_body:
+        values["body"] = DROPPED  # the token of its link leaves the ledger with it
     async with sessions() as session:
-        await session.execute(update(MailOutbox).where(MailOutbox.id == mail_id)
-                              .values(sent_at=sent_at, last_error=last_error, claimed_until=None))
+        await session.execute(update(MailOutbox).where(MailOutbox.id == mail_id).values(**values))
         await session.commit()
 
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, BackgroundTasks, Request, Response
 
 from api import errors
 from api.account import cookies
+from api.account.mailer import mail_base_url
 from api.account.session import AccountDep, live_session
 from api.admin import bodies
 from api.completions.validation import text
@@ -34,11 +35,6 @@ def _address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def _base_url(request: Request) -> str:
-    """Where the mails' links point: the public URL, else this request's own (with the App's prefix)."""
-    return (_services(request).settings.public_base_url or str(request.base_url)).rstrip("/")
-
-
 async def _count(request: Request, family: Family) -> None:
     services = _services(request)
     async with services.ledger.write_sessions() as session:
@@ -49,7 +45,7 @@ async def _count(request: Request, family: Family) -> None:
 async def _send_mail(services: Any) -> None:
     """After the answer: the mail that the request's transaction wrote (the Runner retries what fails)."""
     try:
-        await deliver_pending(services.ledger.write_sessions, services.mailer)
+        await deliver_pending(services.ledger.write_sessions, services.mailer, services.clock())
     except Exception:  # noqa: BLE001 - the mail stays in the outbox for the Runner
         log.exception("sending the App's mail failed")
 
@@ -152,7 +148,7 @@ async def ask_password_link(request: Request, background: BackgroundTasks) -> di
     await _count(request, Family.links)
     services = _services(request)
     async with services.ledger.write_sessions() as session:
-        if await sign_in.ask_password_link(session, email, services.clock(), _base_url(request)):
+        if await sign_in.ask_password_link(session, email, services.clock(), mail_base_url(services.settings)):
             background.add_task(_send_mail, services)
     return {"message": CHECK_EMAIL}
 

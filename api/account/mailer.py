@@ -1,4 +1,5 @@
-"""The App's Mailer from the settings: SMTP with ACS_SMTP_URL, else .eml files in ACS_MAIL_OUTBOX."""
+"""The App's Mailer from the settings: SMTP with ACS_SMTP_URL, else .eml files in ACS_MAIL_OUTBOX; and
+the address that its mails link to."""
 from __future__ import annotations
 
 from api.settings import Settings
@@ -10,3 +11,10 @@ def mailer_of(settings: Settings) -> Mailer:
     if url:
         return SmtpMailer(url, settings.mail_from)
     return OutboxFolderMailer(settings.mail_outbox, settings.mail_from)
+
+
+def mail_base_url(settings: Settings) -> str:
+    """Where the mails' links point: ACS_PUBLIC_BASE_URL alone, never a request's Host, which its
+    sender chooses (a reset link to someone else's host hands over the token). Only in development
+    may it be unset (the settings refuse it elsewhere): then the embedded default's own address."""
+    return ((settings.public_base_url or "").strip() or f"http://127.0.0.1:{settings.port}").rstrip("/")

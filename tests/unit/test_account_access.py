@@ -306,7 +306,7 @@ async def test_a_rejected_applicant_may_apply_again(fake_stack, clock, outbox):
     async with fake_stack.services.ledger.write_sessions() as session:
         application = await applications.submit(session, email, ApplicationForm("Ada", "Org", "Plans"), clock())
         await applications.reject(session, application, clock(), "http://app.test")
-    await deliver_pending(fake_stack.services.ledger.write_sessions, outbox)  # nothing left for other tests
+    await deliver_pending(fake_stack.services.ledger.write_sessions, outbox, clock())  # nothing left for others
     assert [message["Subject"] for message in outbox.to(email)] == ["Your ACS Infra application"]
     browser = await browser_client(fake_stack)
     answer = await browser.post("/account/applications", json={**FORM, "email": email},
@@ -380,6 +380,7 @@ async def test_an_invite_expires_after_7_days(fake_stack, clock):
 
 # -- password links -----------------------------------------------------------------------------------------
 
+@pytest.mark.settings(public_base_url="https://app.example.org/")
 async def test_check_your_email_for_every_address(fake_stack, clock, outbox):
     with_password, without = unique_email().lower(), unique_email("new").lower()
     suspended = unique_email("gone").lower()
@@ -397,8 +398,8 @@ async def test_check_your_email_for_every_address(fake_stack, clock, outbox):
     assert [message["Subject"] for message in outbox.to(without)] == ["Set your password"]
     assert outbox.to(suspended) == []  # a suspended User gets no link; an unknown address none either
     reset = outbox.to(with_password)[0].get_content()
-    assert "Choose a new password:\nhttp://api.test/reset-password?token=" in reset
-    assert "Choose your password:\nhttp://api.test/set-password?token=" in outbox.to(without)[0].get_content()
+    assert "Choose a new password:\nhttps://app.example.org/reset-password?token=" in reset
+    assert "Choose your password:\nhttps://app.example.org/set-password?token=" in outbox.to(without)[0].get_content()
 
 
 async def test_reset_changes_the_password_and_ends_every_session(fake_stack, clock, outbox):

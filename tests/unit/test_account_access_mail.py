@@ -18,18 +18,21 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiosmtpd.controller import Controller
+from pydantic import SecretStr
 from sqlmodel import select
 
-from api.account.mailer import mailer_of
+from api.account.mailer import mail_base_url, mailer_of
 from api.settings import Settings
+from cluster.embedded import own_url
 from deployments.background.runner import Runner
 from ledger import admin, applications, passwords
 from ledger.access_links import make_invite
 from ledger.access_models import Application, ApplicationStatus, MailOutbox, PasswordLink
+from ledger.coltypes import utcnow
 from ledger.applications import ApplicationForm
 from ledger.db import make_engine, session_factory
 from ledger.grants import standing
-from ledger.mail import OutboxFolderMailer, SmtpMailer, deliver_pending, queue_mail
+from ledger.mail import MAX_TRIES, RETRY_WINDOW, OutboxFolderMailer, SmtpMailer, deliver_pending, queue_mail
 from ledger.models import Standing, User, UserTag
 from tests.account_fixtures import browser_client
 from tests.ledger_fixtures import command_line, db_url, pg_url, run_async  # noqa: F401
@@ -155,8 +158,8 @@ async def test_the_outbox_folder_writes_eml_files(ledger_sessions, tmp_path: Pat
 
 
 async def test_the_runners_housekeeping_sends_what_is_left(ledger_sessions, tmp_path: Path) -> None:
-    async with ledger_sessions() as session:
-        queue_mail(session, "runner@example.org", "Set your password", "x", NOW)
+    async with ledger_sessions() as session:  # now, by the Runner's own clock: older mail is past its window
+        queue_mail(session, "runner@example.org", "Set your password", "x", utcnow())
         await session.commit()
 
     class Ledger:
@@ -170,6 +173,7 @@ async def test_the_runners_housekeeping_sends_what_is_left(ledger_sessions, tmp_
 
 # -- the routes' mail over real SMTP ---------------------------------------------------------------------
 
+@pytest.mark.settings(public_base_url=BASE)
 async def test_a_reset_link_arrives_over_smtp_and_sets_the_password(fake_stack, smtp) -> None:
     inbox, url = smtp
     fake_stack.services.mailer = SmtpMailer(url)
@@ -184,7 +188,7 @@ async def test_a_reset_link_arrives_over_smtp_and_sets_the_password(fake_stack, 
     [message] = inbox.to(address)
     assert message["Subject"] == "Reset your password"
     link, token = link_in(message)
-    assert link.startswith("http://api.test/reset-password?token=")
+    assert link.startswith(f"{BASE}/reset-password?token=")
     changed = await browser.post("/account/password", json={"token": token, "password": "new password 2"},
                                  headers=headers)
     assert changed.json() == {"message": "Your password is changed."}
@@ -213,6 +217,121 @@ async def test_sign_in_and_a_set_link_on_postgresql(fake_stack, tmp_path: Path) 
     signed = await browser.post("/account/sign-in", json={"email": address, "password": "a pg password"},
                                 headers=headers)
     assert signed.status_code == 200 and (await browser.get("/account/me")).json()["email"] == address
+
+
+# -- where the links point, and what the ledger keeps of them (issue 33) -----------------------------------
+
+@pytest.mark.parametrize("public_base_url, base", [(None, "http://127.0.0.1:8000"), (f"{BASE}/", BASE)])
+async def test_the_host_header_never_chooses_where_a_reset_link_points(fake_stack, smtp, public_base_url,
+                                                                        base) -> None:
+    """Someone asks for a reset link to another User's address with their own Host: the mail still links
+    to ACS_PUBLIC_BASE_URL (unset in development: the embedded default's address)."""
+    inbox, url = smtp
+    fake_stack.services.mailer = SmtpMailer(url)
+    fake_stack.services.settings = fake_stack.services.settings.model_copy(update={"public_base_url": public_base_url})
+    victim = unique_email("victim")
+    async with fake_stack.services.ledger.write_sessions() as session:
+        session.add(User(name=victim, email=victim, password_hash=passwords.hash_password("old password 1")))
+        await session.commit()
+    attacker = await browser_client(fake_stack)
+    headers = {"X-CSRF-Token": attacker.cookies["acs_csrf"], "Host": "attacker.example",
+               "X-Forwarded-Host": "attacker.example"}
+    answer = await attacker.post("/account/password-links", json={"email": victim}, headers=headers)
+    assert answer.json() == {"message": "Check your email."}
+    [message] = inbox.to(victim)
+    link, _ = link_in(message)
+    assert link.startswith(f"{base}/reset-password?token=") and "attacker.example" not in message.get_content()
+
+
+PRODUCTION = dict(environment="production", harvest_link_secret=SecretStr("s" * 64),
+                  database_url="postgresql+asyncpg://acs@db.internal:5432/acs", redis_url="redis://redis.internal:6379/0")
+
+
+@pytest.mark.parametrize("public_base_url", [None, "", "  "])
+def test_outside_development_the_settings_refuse_to_start_without_a_public_url(public_base_url) -> None:
+    """Ray turns an unset ${ACS_PUBLIC_BASE_URL} of the serve config into "": refused as well."""
+    with pytest.raises(ValueError, match=r"ACS_PUBLIC_BASE_URL is empty, and ACS_ENVIRONMENT is 'production': "
+                                         r"the App's mails would have no address of the App to link to"):
+        Settings(**PRODUCTION, public_base_url=public_base_url)
+    assert mail_base_url(Settings(**PRODUCTION, public_base_url=f"{BASE}/")) == BASE
+    # Development may leave it unset: the mails link to the embedded default's own address.
+    assert mail_base_url(Settings(public_base_url=public_base_url, port=8123)) == "http://127.0.0.1:8123"
+
+
+def test_a_public_url_without_its_scheme_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"ACS_PUBLIC_BASE_URL is 'app.example.org': write the platform's public "
+                                         r"URL with its scheme, such as https://infra.example.org."):
+        Settings(public_base_url="app.example.org")
+
+
+@pytest.mark.parametrize("host, port, url", [("127.0.0.1", 8000, "http://127.0.0.1:8000"),
+                                             ("0.0.0.0", 9000, "http://127.0.0.1:9000"),
+                                             ("::1", 8000, "http://[::1]:8000"), ("10.1.2.3", 80, "http://10.1.2.3:80")])
+def test_the_embedded_default_links_to_the_address_it_listens_on(host, port, url) -> None:
+    assert own_url(host, port) == url
+
+
+async def every_value(sessions: Any) -> str:
+    """Each value of each row of each of the ledger's tables, as one text: what a reader of the database sees."""
+    from sqlmodel import SQLModel
+
+    import ledger.models  # noqa: F401 - every table in the metadata
+
+    async with sessions() as session:
+        found = [str(tuple(row)) for table in SQLModel.metadata.sorted_tables
+                 for row in (await session.execute(table.select())).all()]
+    return "\n".join(found)
+
+
+async def test_the_ledger_keeps_no_live_token_once_its_mail_is_sent(fake_stack, smtp) -> None:
+    inbox, url = smtp
+    fake_stack.services.mailer = SmtpMailer(url)
+    address = unique_email("reader")
+    async with fake_stack.services.ledger.write_sessions() as session:
+        session.add(User(name=address, email=address, password_hash=passwords.hash_password("old password 1")))
+        await session.commit()
+    browser = await browser_client(fake_stack)
+    headers = {"X-CSRF-Token": browser.cookies["acs_csrf"]}
+    assert (await browser.post("/account/password-links", json={"email": address}, headers=headers)).status_code == 200
+    [message] = inbox.to(address)
+    _, token = link_in(message)
+    assert token not in await every_value(fake_stack.services.sessions)  # nobody who reads the ledger can use it
+    async with fake_stack.services.sessions() as session:
+        [row] = list(await session.exec(select(MailOutbox).where(MailOutbox.to_address == address)))
+    assert (row.subject, row.body, row.sent_at is not None) == ("Reset your password", "", True)
+    changed = await browser.post("/account/password", json={"token": token, "password": "new password 2"},
+                                 headers=headers)
+    assert changed.json() == {"message": "Your password is changed."}  # the mail's link works
+
+
+async def test_given_up_mail_drops_its_body_and_old_rows_go(ledger_sessions, smtp) -> None:
+    inbox, url = smtp
+    assert RETRY_WINDOW == timedelta(days=7)  # the approval link's life: no later try could help
+    async with ledger_sessions() as session:
+        queue_mail(session, "sent@example.org", "Set your password", "token=first-secret", NOW)
+        queue_mail(session, "lost@example.org", "Set your password", "token=second-secret", NOW).tries = MAX_TRIES - 1
+        await session.commit()
+    assert await deliver_pending(ledger_sessions, SmtpMailer(f"smtp://127.0.0.1:{free_port()}"), NOW) == 0
+    assert await deliver_pending(ledger_sessions, SmtpMailer(url), NOW + timedelta(minutes=3)) == 1
+    async with ledger_sessions() as session:
+        rows = {row.to_address: row for row in await session.exec(select(MailOutbox))}
+    assert rows["sent@example.org"].body == "" and rows["sent@example.org"].sent_at == NOW + timedelta(minutes=3)
+    lost = rows["lost@example.org"]  # its last try failed: kept for an operator, without the token
+    assert (lost.body, lost.tries, lost.sent_at) == ("", MAX_TRIES, None) and "ConnectionRefusedError" in lost.last_error
+    async with ledger_sessions() as session:
+        queue_mail(session, "late@example.org", "Set your password", "token=third-secret", NOW)
+        await session.commit()
+    # Past the retry window every row goes, and an unsent mail is not sent any more: its link has expired.
+    assert await deliver_pending(ledger_sessions, SmtpMailer(url), NOW + RETRY_WINDOW - timedelta(seconds=1)) == 1
+    assert len(await rows_of(ledger_sessions)) == 3
+    assert await deliver_pending(ledger_sessions, SmtpMailer(url), NOW + RETRY_WINDOW) == 0
+    assert await rows_of(ledger_sessions) == []
+    assert [message["To"] for message in inbox.messages] == ["sent@example.org", "late@example.org"]
+
+
+async def rows_of(sessions: Any) -> list[MailOutbox]:
+    async with sessions() as session:
+        return list(await session.exec(select(MailOutbox)))
 
 
 # -- the command line ------------------------------------------------------------------------------------

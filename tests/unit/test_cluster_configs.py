@@ -252,7 +252,7 @@ def test_outside_development_an_empty_ledger_url_is_refused(database_url):
 def test_outside_development_an_empty_redis_url_is_refused():
     """Two ingress replicas without Redis would each keep their own lines and rate buckets."""
     production = dict(environment="production", harvest_link_secret=SecretStr("s" * 64),
-                      database_url="postgresql+asyncpg://acs@db.internal:5432/acs")
+                      database_url="postgresql+asyncpg://acs@db.internal:5432/acs", public_base_url="https://a.example.org")
     for redis_url in (None, ""):
         with pytest.raises(ValueError, match=r"ACS_REDIS_URL is empty, and ACS_ENVIRONMENT is 'production'"):
             Settings(**production, redis_url=redis_url)

@@ -209,8 +209,8 @@ def test_the_default_secret_is_refused_outside_development(environment: str) -> 
     with pytest.raises(ValueError, match=r"ACS_HARVEST_LINK_SECRET is left at its development default, "
                                          r"and ACS_ENVIRONMENT is .*: anyone could sign harvest download links"):
         Settings(environment=environment)
-    assert Settings(environment=environment, harvest_link_secret=SecretStr("x" * 64),
-                    database_url=PRODUCTION_LEDGER, redis_url=PRODUCTION_REDIS).environment == environment
+    assert Settings(environment=environment, harvest_link_secret=SecretStr("x" * 64), database_url=PRODUCTION_LEDGER,
+                    redis_url=PRODUCTION_REDIS, public_base_url="https://api.example.org").environment == environment
 
 
 def test_the_default_secret_is_refused_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
