@@ -11,6 +11,7 @@ from api import errors
 from api.account.cookies import SESSION_COOKIE
 from api.account.csrf import csrf_ok
 from api.account.session import live_session
+from api.client_address import client_address
 from api.error_mapping import key_refusal_error
 from api.timing import stage
 from ledger import driver_sql
@@ -36,8 +37,7 @@ async def _authenticate(request: Request) -> Principal:
                 principal = await authenticate(session, authorization)
     except KeyRefused as refusal:
         # 60 a minute from one address with a missing, wrong or revoked key.
-        address = request.client.host if request.client else "unknown"
-        await services.traffic.check_address(address)
+        await services.traffic.check_address(client_address(request))
         raise key_refusal_error(refusal) from None
     request.state.principal = principal
     return principal

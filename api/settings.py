@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.client_address import trusted_networks
 from ledger.db import REPO_ROOT, default_database_url
 
 # Signs harvest download links on a development machine only: outside
@@ -73,6 +74,9 @@ class Settings(BaseSettings):
     # (check_public_base_url). None: harvest links take the request's own base URL, and in
     # development the mails take http://127.0.0.1:<port> (api/account/mailer.py, mail_base_url).
     public_base_url: str | None = None
+    # The proxies (addresses or CIDR ranges, apart with commas) whose X-Forwarded-For names the client
+    # that the try limits count (api/client_address.py); none by default: the peer is the client.
+    trusted_proxies: str = ""
     # A download link works this long after the answer that made it (the spec: 7 days).
     harvest_link_ttl_s: int = 7 * 24 * 3600
     # GET /metrics: when set, a scrape sends `Authorization: Bearer <token>`; empty, the route is
@@ -146,6 +150,11 @@ class Settings(BaseSettings):
             "would have no address of the App to link to. Set it to the platform's public URL, such as "
             "https://infra.example.org."
         )
+
+    @model_validator(mode="after")
+    def check_trusted_proxies(self) -> Settings:
+        trusted_networks(self.trusted_proxies)  # an entry that is no address stops the start, named
+        return self
 
     def ledger_url(self) -> str:
         """The ledger's database: ACS_DATABASE_URL, or the embedded SQLite file."""

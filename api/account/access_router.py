@@ -12,6 +12,7 @@ from api.account import cookies
 from api.account.mailer import mail_base_url
 from api.account.session import AccountDep, live_session
 from api.admin import bodies
+from api.client_address import client_address
 from api.completions.validation import text
 from api.error_mapping import access_refusals
 from ledger import access_links, app_sessions, keys, sign_in
@@ -31,15 +32,12 @@ def _services(request: Request) -> Any:
     return request.app.state.services
 
 
-def _address(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
-
-
-async def _count(request: Request, family: Family) -> None:
+async def _count(request: Request, family: Family, account: str | None = None) -> None:
+    """Count this try from the client's address, and against the account (an email) it names."""
     services = _services(request)
     async with services.ledger.write_sessions() as session:
         with access_refusals():
-            await count_try(session, family, _address(request), services.clock())
+            await count_try(session, family, client_address(request), services.clock(), account=account)
 
 
 async def _send_mail(services: Any) -> None:
@@ -68,6 +66,7 @@ async def apply(request: Request) -> dict:
     body = await bodies.read_fields(request, ("email", *FORM_FIELDS))
     email = text(bodies.required(body, "email"), "email")
     form = _form(body)
+    await _count(request, Family.applications, email)
     services = _services(request)
     async with services.ledger.write_sessions() as session:
         with access_refusals():
@@ -99,7 +98,7 @@ async def sign_in_route(request: Request, response: Response) -> dict:
     body = await bodies.read_fields(request, ("email", "password"))
     email = text(bodies.required(body, "email"), "email")
     password = text(bodies.required(body, "password"), "password")
-    await _count(request, Family.sign_in)
+    await _count(request, Family.sign_in, email)
     services = _services(request)
     with access_refusals():
         async with services.sessions() as session:
@@ -145,7 +144,7 @@ async def _me(services: Any, user_id: Any, email: str, name: str, role: str) -> 
 async def ask_password_link(request: Request, background: BackgroundTasks) -> dict:
     body = await bodies.read_fields(request, ("email",))
     email = text(bodies.required(body, "email"), "email")
-    await _count(request, Family.links)
+    await _count(request, Family.links, email)
     services = _services(request)
     async with services.ledger.write_sessions() as session:
         if await sign_in.ask_password_link(session, email, services.clock(), mail_base_url(services.settings)):

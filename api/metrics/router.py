@@ -15,6 +15,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from api import errors
 from api.auth import services_of
+from api.client_address import client_address
 from api.metrics.scrape import LedgerReadings, scrape_registry
 
 router = APIRouter()
@@ -41,7 +42,7 @@ async def check_metrics_token(request: Request, services: Any) -> None:
     if scheme.lower() == "bearer" and hmac.compare_digest(sent.strip().encode(), token.encode()):
         return
     # A wrong token counts against the address as a wrong API key does: 60 a minute.
-    await services.traffic.check_address(request.client.host if request.client else "unknown")
+    await services.traffic.check_address(client_address(request))
     if not sent.strip():
         raise errors.MissingAuthorization(MISSING_TOKEN)
     raise errors.InvalidApiKey(WRONG_TOKEN)

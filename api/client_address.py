@@ -1,0 +1,82 @@
+"""Who a request comes from, for the limits that count tries per address (sign-in, links, passwords,
+Applications, wrong API keys): one answer, from one function.
+
+uvicorn trusts no proxy (cluster/serve.env sets FORWARDED_ALLOW_IPS empty), so the ASGI scope's client
+is the peer that connected. Only a peer that ACS_TRUSTED_PROXIES names (addresses or CIDR ranges) may
+say who the client is: then the client is the right-most X-Forwarded-For entry that is not itself a
+trusted proxy. Every entry left of that one was written by the client, who can write anything.
+
+    ACS_TRUSTED_PROXIES=10.0.0.0/8,192.0.2.7   # a load balancer's private range, and one more proxy
+"""
+from __future__ import annotations
+
+import ipaddress
+from functools import lru_cache
+from typing import Any, Union
+
+from fastapi import Request
+
+Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+UNKNOWN = "unknown"
+
+
+@lru_cache(maxsize=16)
+def trusted_networks(text: str) -> tuple[Network, ...]:
+    """The networks of ACS_TRUSTED_PROXIES ("" for none); ValueError names an entry that is neither
+    an address nor a CIDR range."""
+    networks = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ValueError(f"ACS_TRUSTED_PROXIES names {entry!r}, which is neither an address nor a CIDR "
+                             "range. Write addresses and ranges apart with commas, such as 10.0.0.0/8,192.0.2.7.") from None
+    return tuple(networks)
+
+
+def client_address(request: Request) -> str:
+    """The peer's address; behind a trusted proxy, the address that the proxies forwarded."""
+    peer = request.client.host if request.client else UNKNOWN
+    networks = trusted_networks(_settings(request).trusted_proxies)
+    if not _trusted(peer, networks):
+        return peer
+    client = peer
+    for entry in reversed(_forwarded(request)):
+        client = entry
+        if not _trusted(client, networks):
+            break  # the first hop that no trusted proxy vouches for: the client
+    return client
+
+
+def _settings(request: Request) -> Any:
+    return request.app.state.services.settings
+
+
+def _forwarded(request: Request) -> list[str]:
+    """Each X-Forwarded-For entry in order, without ports, over every copy of the header."""
+    entries = (entry for value in request.headers.getlist("x-forwarded-for") for entry in value.split(","))
+    return [host for host in (_host(entry) for entry in entries) if host][-64:]
+
+
+def _host(entry: str) -> str:
+    """`192.0.2.1`, `192.0.2.1:443`, `2001:db8::1` or `[2001:db8::1]:443` as its address alone."""
+    entry = entry.strip()
+    if entry.startswith("["):
+        return entry[1:].split("]", 1)[0]
+    if entry.count(":") == 1:
+        return entry.split(":", 1)[0]
+    return entry[:100]
+
+
+def _trusted(host: str, networks: tuple[Network, ...]) -> bool:
+    if not networks:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # not an address: nobody we trust
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped  # ::ffff:10.0.0.7 is 10.0.0.7
+    return any(address in network for network in networks)
