@@ -16,7 +16,9 @@ import pytest
 import uvicorn
 
 from api.settings import Settings
+from api.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
 from tests.account_fixtures import PASSWORD, browser_client, make_user, random_address
+from tests.spec import assert_error
 from tests.unit.test_account_access import FORM, Clock, error_of, unique_email
 
 SIGN_IN_WAIT = "Too many tries to sign in. Wait {n} seconds."
@@ -88,6 +90,29 @@ async def test_a_peer_that_is_not_a_trusted_proxy_cannot_forward(fake_stack, clo
     for _ in range(5):
         assert (await sign_in(browser, unique_email(), **{"X-Forwarded-For": random_address()})).status_code == 401
     refused(await sign_in(browser, unique_email(), **{"X-Forwarded-For": random_address()}), SIGN_IN_WAIT, 60)
+
+
+async def test_wrong_api_keys_count_the_same_address(fake_stack):
+    """The /v1 limit of wrong keys per address (here 2) takes its address from the same function."""
+    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(address=BucketPolicy(2, 0.5))))
+    browser = await as_uvicorn_serves(fake_stack, "::1")
+    answers = [await browser.get("/v1/models", headers={"Authorization": "Bearer sk-acs-wrong",
+                                                          "X-Forwarded-For": random_address()}) for _ in range(3)]
+    assert [answer.status_code for answer in answers] == [401, 401, 429]
+    assert_error(answers[2], 429, "rate_limited", type="rate_limit_error")
+
+
+@pytest.mark.settings(trusted_proxies=PROXY)
+async def test_wrong_api_keys_behind_a_trusted_proxy_count_each_client(fake_stack):
+    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(address=BucketPolicy(2, 0.5))))
+    through_proxy = await browser_client(fake_stack, PROXY)
+    clients = [random_address(), random_address()]
+    answers = [await through_proxy.get("/v1/models", headers={"Authorization": "Bearer sk-acs-wrong",
+                                                              "X-Forwarded-For": client}) for client in clients * 2]
+    assert [answer.status_code for answer in answers] == [401] * 4  # two each: the load balancer is no one
+    again = await through_proxy.get("/v1/models", headers={"Authorization": "Bearer sk-acs-wrong",
+                                                           "X-Forwarded-For": clients[0]})
+    assert_error(again, 429, "rate_limited", type="rate_limit_error")
 
 
 def test_a_trusted_proxy_that_is_no_address_is_refused_at_start():
