@@ -243,7 +243,7 @@ async def test_the_host_header_never_chooses_where_a_reset_link_points(fake_stac
     assert link.startswith(f"{base}/reset-password?token=") and "attacker.example" not in message.get_content()
 
 
-PRODUCTION = dict(environment="production", harvest_link_secret=SecretStr("s" * 64),
+PRODUCTION = dict(environment="production", harvest_link_secret=SecretStr("s" * 64), metrics_token=SecretStr("m" * 64),
                   database_url="postgresql+asyncpg://acs@db.internal:5432/acs", redis_url="redis://redis.internal:6379/0")
 
 
