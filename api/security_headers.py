@@ -8,13 +8,17 @@
 - `Content-Security-Policy: default-src 'none'; frame-ancestors 'none'` where
   the answer sets none of its own: nothing an API answer holds may run as a
   page. The App's pages set their own policy (api/webapp/policy.py).
-- `Strict-Transport-Security` when the request came over https. A browser
-  ignores it over plain http anyway (RFC 6797 8.1), and a self-hoster testing
-  over http must not be pinned to https by it.
+- `Strict-Transport-Security` when the request came over https: to this
+  server, or to a proxy in ACS_TRUSTED_PROXIES that ended TLS and says so in
+  X-Forwarded-Proto. A browser ignores it over plain http anyway (RFC 6797
+  8.1), and a self-hoster testing over http must not be pinned to https by it.
 """
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
+
+from api.client_address import trusted_networks
 
 HSTS = (b"strict-transport-security", b"max-age=31536000; includeSubDomains")
 DEFAULTS = (
@@ -25,12 +29,30 @@ DEFAULTS = (
 
 
 def came_over_https(scope: dict) -> bool:
-    """The scheme the ASGI server reports for this request.
+    """https as the ASGI server saw it, or as a trusted proxy in front of it says."""
+    if scope.get("scheme") == "https":
+        return True
+    # The first entry is what the proxy nearest the client saw (later ones append their own hop).
+    forwarded = _header(scope, b"x-forwarded-proto").split(",")[0].strip().lower()
+    return forwarded == "https" and _from_trusted_proxy(scope)
 
-    Behind a proxy that ends TLS this is http: X-Forwarded-Proto is only to be
-    believed from a trusted proxy, which this module does not know of.
-    """
-    return scope.get("scheme") == "https"
+
+def _from_trusted_proxy(scope: dict) -> bool:
+    """Whether the peer that connected is one that ACS_TRUSTED_PROXIES names."""
+    services = getattr(getattr(scope.get("app"), "state", None), "services", None)
+    try:
+        peer = ipaddress.ip_address((scope.get("client") or ("",))[0])
+    except ValueError:
+        return False
+    if isinstance(peer, ipaddress.IPv6Address) and peer.ipv4_mapped:
+        peer = peer.ipv4_mapped
+    networks = trusted_networks(services.settings.trusted_proxies) if services else ()
+    return any(peer in network for network in networks)
+
+
+def _header(scope: dict, name: bytes) -> str:
+    values = [value.decode("latin-1") for key, value in scope.get("headers", []) if key.lower() == name]
+    return ",".join(values)
 
 
 def with_defaults(headers: list[tuple[bytes, bytes]], defaults: tuple[tuple[bytes, bytes], ...]) -> list[tuple[bytes, bytes]]:

@@ -115,6 +115,24 @@ async def test_hsts_only_over_https(path: str, client: Callable[..., httpx.Async
     assert "strict-transport-security" not in over_http.headers
 
 
+@pytest.mark.settings(trusted_proxies="10.0.0.0/8, 127.0.0.1")
+async def test_hsts_behind_a_proxy_only_when_it_is_trusted(fake_stack: Any) -> None:
+    """X-Forwarded-Proto counts from a peer that ACS_TRUSTED_PROXIES names, and its first entry (the
+    scheme that the proxy nearest the client saw)."""
+    async def hsts(peer: str, forwarded_proto: str) -> str | None:
+        transport = httpx.ASGITransport(app=fake_stack.app, client=(peer, 4000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://app.test") as http:
+            answer = await http.get("/usage", headers={"X-Forwarded-Proto": forwarded_proto})
+        return answer.headers.get("strict-transport-security")
+
+    assert await hsts("127.0.0.1", "https") == "max-age=31536000; includeSubDomains"
+    assert await hsts("10.1.2.3", "https") == "max-age=31536000; includeSubDomains"
+    assert await hsts("::ffff:10.1.2.3", "https") == "max-age=31536000; includeSubDomains"
+    assert await hsts("192.0.2.9", "https") is None  # anyone else may write the header
+    assert await hsts("127.0.0.1", "http") is None
+    assert await hsts("127.0.0.1", "http, https") is None
+
+
 @pytest.mark.parametrize("path", ["/no-such-page", "/v1/models", "/account/me", "/app-static/js/main.js"])
 async def test_other_answers_send_no_referrer_and_nosniff(path: str, client: Callable[..., httpx.AsyncClient]) -> None:
     """Tokens travel in query strings (password links, harvest links): no answer lets the browser pass them on."""
