@@ -22,10 +22,14 @@ from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
 from ray.serve._private.build_app import build_app
 from ray.serve.deployment import deployment_to_schema
 from ray.serve.schema import ServeApplicationSchema, ServeDeploySchema
+from redis.asyncio import Redis, SSLConnection
+from sqlalchemy.engine import make_url
 
 from api.settings import Settings
 from cluster.ray_env import SERVE_ENV, serve_environment
 from deployments.catalog import load_catalog
+from ledger.db import make_engine
+from ledger.pg_admin import ADMIN_DSN
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "cluster"
@@ -53,6 +57,12 @@ def pinned(name: str) -> str:
         if found:
             return found[2]
     raise AssertionError(f"pyproject.toml pins no {name}")
+
+
+def example_settings() -> dict[str, str]:
+    """The KEY=VALUE lines of cluster/cluster.env.example."""
+    example = (CLUSTER / "cluster.env.example").read_text()
+    return dict(line.split("=", 1) for line in example.splitlines() if line and not line.startswith("#"))
 
 
 # `ray up` ------------------------------------------------------------------------------------------
@@ -111,6 +121,33 @@ def test_each_node_runs_the_gpu_setup_and_starts_the_venvs_ray_with_the_settings
             assert "~/acs/.venv/bin/ray start" in command
             assert "--metrics-export-port=8080" in command  # Prometheus finds Serve's series there
     assert serve_environment()["RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"] == "cluster.proxy_middleware:middlewares"
+
+
+def start_environment(command: str, home: Path, acs_env: str) -> subprocess.CompletedProcess[str]:
+    """What a node's `ray start` gets from a start command: the command run up to its ulimit (which a test
+    machine may not raise) with ~ at `home`, holding this repository's serve.env and `acs_env`."""
+    (home / "acs" / "cluster").mkdir(parents=True, exist_ok=True)
+    shutil.copy(SERVE_ENV, home / "acs" / "cluster" / "serve.env")
+    (home / "acs.env").write_text(acs_env)
+    prefix, ulimit, _ = command.partition("ulimit -n")
+    assert ulimit and "ray start" not in prefix, command
+    shown = prefix + 'printf "%s\\n" "$RAY_AUTH_MODE" "$RAY_AUTH_TOKEN"'
+    return subprocess.run(["bash", "-c", shown], capture_output=True, text=True, timeout=30,
+                          env={"PATH": os.environ["PATH"], "HOME": str(home)})
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_every_node_starts_ray_with_its_token_and_none_without(cloud, tmp_path):
+    config = ray_yaml(cloud)
+    starts = [c for c in config["head_start_ray_commands"] + config["worker_start_ray_commands"] if " start " in c]
+    assert len(starts) == 2
+    for command in starts:
+        # ~/acs.env cannot turn it off: RAY_AUTH_MODE=token comes after it.
+        done = start_environment(command, tmp_path, "RAY_AUTH_MODE=disabled\nRAY_AUTH_TOKEN=the-cluster-token\n")
+        assert done.returncode == 0 and done.stdout.splitlines() == ["token", "the-cluster-token"], done.stderr
+        refused = start_environment(command, tmp_path, "ACS_PROFILE=gpu\n")
+        assert refused.returncode != 0 and refused.stdout == ""
+        assert "RAY_AUTH_TOKEN: is not set in ~/acs.env: see the README" in refused.stderr
 
 
 def test_the_serve_settings_source_in_a_shell_as_the_cluster_files_do():
@@ -180,9 +217,10 @@ def test_every_setting_the_serve_config_reads_from_the_nodes_is_in_the_example_f
     env = the_app()["runtime_env"]["env_vars"]
     from_nodes = {SECRET.match(value)[1] for value in env.values() if SECRET.match(value)}
     assert from_nodes <= set(listed)
-    # The rest is for the command line on the head: the same catalog and environment as the replicas'.
+    # The rest is for the command line on the head (the same catalog and environment as the replicas'),
+    # and Ray's token, which `ray start` reads on each node (cluster/ray-*.yaml), left for the operator.
     assert {name: listed[name] for name in set(listed) - from_nodes} == {
-        "ACS_PROFILE": env["ACS_PROFILE"], "ACS_ENVIRONMENT": env["ACS_ENVIRONMENT"]}
+        "ACS_PROFILE": env["ACS_PROFILE"], "ACS_ENVIRONMENT": env["ACS_ENVIRONMENT"], "RAY_AUTH_TOKEN": ""}
 
 
 def test_the_example_settings_make_a_production_ledger_on_postgresql_and_redis(monkeypatch):
@@ -197,8 +235,41 @@ def test_the_example_settings_make_a_production_ledger_on_postgresql_and_redis(m
             monkeypatch.setenv(name, value)
     settings = Settings()
     assert settings.ledger_url().startswith("postgresql+asyncpg://")
-    assert settings.redis_url.startswith("redis://") and settings.environment == "production"
+    assert settings.redis_url.startswith("rediss://") and settings.environment == "production"
     assert settings.metrics_token.get_secret_value() == "a-secret-of-the-operator"
+    # The session cookie is Secure whatever a proxy's X-Forwarded-Proto says.
+    assert settings.session_cookie_secure is True
+
+
+async def test_the_example_ledger_url_takes_postgresql_over_tls_only():
+    """asyncpg, as the ledger's engine hands it the example's URL: TLS required, never plaintext."""
+    url = make_url(example_settings()["ACS_DATABASE_URL"])
+    engine = make_engine(example_settings()["ACS_DATABASE_URL"])
+    _, connect = engine.dialect.create_connect_args(engine.url)
+    assert (connect["ssl"], connect["password"], connect["host"]) == ("require", "PASSWORD", "db.internal")
+    await engine.dispose()
+    # The same query on the tests' PostgreSQL (which has no TLS on these machines): refused, not plaintext.
+    local = make_engine(make_url(ADMIN_DSN).set(drivername="postgresql+asyncpg", query=url.query)
+                        .render_as_string(hide_password=False))
+    try:
+        async with local.connect() as connection:
+            encrypted = (await connection.exec_driver_sql(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")).scalar_one()
+    except ConnectionError as refused:
+        assert "rejected SSL upgrade" in str(refused)
+    else:
+        assert encrypted is True  # a server with TLS: the connection took it
+    finally:
+        await local.dispose()
+
+
+async def test_the_example_redis_url_takes_redis_over_tls_with_a_password():
+    client = Redis.from_url(example_settings()["ACS_REDIS_URL"])  # as api/traffic/limits.py makes it
+    pool = client.connection_pool
+    assert pool.connection_class is SSLConnection
+    assert (pool.connection_kwargs["username"], pool.connection_kwargs["password"]) == ("default", "PASSWORD")
+    assert pool.connection_kwargs.get("ssl_cert_reqs", "required") == "required"  # the server's certificate checked
+    await client.aclose()
 
 
 # cluster/setup-gpu.sh ------------------------------------------------------------------------------------
@@ -206,13 +277,17 @@ def test_setup_gpu_parses_as_bash():
     subprocess.run(["bash", "-n", str(CLUSTER / "setup-gpu.sh")], check=True)
 
 
-def dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The script in a copy of what it reads (itself and pyproject.toml), without a .venv."""
-    (tmp_path / "cluster").mkdir()
+def dry_run(tmp_path: Path, *args: str, acs_env: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The script in a copy of what it reads (itself and pyproject.toml), without a .venv; the node's
+    settings are `acs_env` (none: a node without ~/acs.env), never the operator's own."""
+    (tmp_path / "cluster").mkdir(parents=True)
     shutil.copy(CLUSTER / "setup-gpu.sh", tmp_path / "cluster")
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    settings = tmp_path.parent / f"{tmp_path.name}-acs.env"
+    if acs_env is not None:
+        settings.write_text(acs_env)
     return subprocess.run(["bash", str(tmp_path / "cluster" / "setup-gpu.sh"), *args], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, env={**os.environ, "ACS_ENV": str(settings)})
 
 
 def test_setup_gpu_dry_run_installs_the_cuda_vllm_and_runs_nothing(tmp_path):
@@ -234,6 +309,29 @@ def test_setup_gpu_dry_run_installs_the_cuda_vllm_and_runs_nothing(tmp_path):
     assert commands[-1] == "touch .venv/.acs-gpu-installed"
 
 
+def test_setup_gpu_pins_every_package_it_installs(tmp_path):
+    commands = [line[2:] for line in dry_run(tmp_path, "--dry-run").stdout.splitlines() if line.startswith("+ ")]
+    installs = [c for c in commands if re.search(r"pip (install|download)", c)]
+    assert len(installs) >= 5
+    for command in installs:
+        words = re.sub(r"(--python-version|-d) \S+", "", command).split()[3:]  # options and their values out
+        packages = [word for word in words if not word.startswith("-") and word != "." and not word.endswith(".whl")]
+        assert packages or command.endswith(("-e .", ".whl")), command  # the project, or a wheel pinned
+        assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+(\[[a-z,]+\])?==[0-9][\w.]*", p) for p in packages), command
+
+
+def test_setup_gpu_keeps_the_clusters_ray_token_and_refuses_a_node_without_one(tmp_path):
+    token = "the-cluster-token-4d2c"
+    done = dry_run(tmp_path / "with", "--dry-run", acs_env=f"ACS_PROFILE=gpu\nRAY_AUTH_TOKEN={token}\n")
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("+ install -m 600 <RAY_AUTH_TOKEN of ") and first.endswith("> ~/.ray/auth_token")
+    assert token not in done.stdout + done.stderr
+    refused = dry_run(tmp_path / "without", "--dry-run", acs_env="ACS_PROFILE=gpu\nRAY_AUTH_TOKEN=\n")
+    assert refused.returncode == 1 and "+ " not in refused.stdout  # refused before any install
+    assert "sets no RAY_AUTH_TOKEN, and the cluster's Ray demands one" in refused.stderr
+
+
 def test_setup_gpu_help_and_a_wrong_argument(tmp_path):
     helped = subprocess.run(["bash", str(CLUSTER / "setup-gpu.sh"), "--help"], capture_output=True, text=True)
     assert helped.returncode == 0 and "bash cluster/setup-gpu.sh [--dry-run]" in helped.stdout
@@ -252,7 +350,8 @@ def test_outside_development_an_empty_ledger_url_is_refused(database_url):
 def test_outside_development_an_empty_redis_url_is_refused():
     """Two ingress replicas without Redis would each keep their own lines and rate buckets."""
     production = dict(environment="production", harvest_link_secret=SecretStr("s" * 64),
-                      database_url="postgresql+asyncpg://acs@db.internal:5432/acs", public_base_url="https://a.example.org")
+                      database_url="postgresql+asyncpg://acs@db.internal:5432/acs", public_base_url="https://a.example.org",
+                      metrics_token=SecretStr("m" * 64))
     for redis_url in (None, ""):
         with pytest.raises(ValueError, match=r"ACS_REDIS_URL is empty, and ACS_ENVIRONMENT is 'production'"):
             Settings(**production, redis_url=redis_url)
