@@ -9,10 +9,11 @@ from pydantic import SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.client_address import trusted_networks
+from harvest.link_secret import local_secret
 from ledger.db import REPO_ROOT, default_database_url
 
-# Signs harvest download links on a development machine only: outside
-# "development" the Settings refuse to build with it (check_link_secret).
+# What earlier versions signed harvest download links with when no secret was set: public, so
+# refused everywhere (check_link_secret). An install without a secret now makes its own.
 DEV_HARVEST_LINK_SECRET = "development-only-harvest-link-secret"
 
 
@@ -62,13 +63,15 @@ class Settings(BaseSettings):
     background_answer_wait_s: float = 45 * 60.0
     # An ended Job's result is kept this long (the spec: 30 days), then 410.
     job_result_kept_s: float = 30 * 24 * 3600.0
-    # "development" (the default) or anything else, such as "production": outside
-    # development the default harvest link secret is refused.
+    # "development" (the default) or anything else, such as "production": outside development
+    # an unset harvest link secret and an empty metrics token are refused.
     environment: str = "development"
     # Harvest files: a local folder, or a URI that pyarrow.fs opens (s3://bucket/prefix, gs://...).
     harvest_storage: str = str(REPO_ROOT / "var" / "harvests")
-    # The HMAC key of harvest download links; every ingress replica needs the same one.
-    harvest_link_secret: SecretStr = SecretStr(DEV_HARVEST_LINK_SECRET)
+    # The HMAC key of harvest download links; every ingress replica needs the same one. None: in
+    # development, the install's own random one, kept in harvest_link_secret_file (0600).
+    harvest_link_secret: SecretStr | None = None
+    harvest_link_secret_file: Path = REPO_ROOT / "var" / "harvest-link-secret"
     # Where links point: the API's public URL without /v1 (the App's pages hang there too). The App's
     # mails link nowhere else, never to a request's Host; outside development it must be set
     # (check_public_base_url). None: harvest links take the request's own base URL, and in
@@ -80,7 +83,7 @@ class Settings(BaseSettings):
     # A download link works this long after the answer that made it (the spec: 7 days).
     harvest_link_ttl_s: int = 7 * 24 * 3600
     # GET /metrics: when set, a scrape sends `Authorization: Bearer <token>`; empty, the route is
-    # open and the API's port must stay on the cluster's private network (cluster/serve-gpu.yaml).
+    # open, which development alone allows (check_metrics_token).
     metrics_token: SecretStr = SecretStr("")
     # /metrics reads the ledger's counts at most this often, however often Prometheus scrapes.
     metrics_ledger_cache_s: float = 5.0
@@ -102,16 +105,23 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def check_link_secret(self) -> Settings:
+        if self.harvest_link_secret is None:
+            if self.environment.strip().lower() != "development":
+                # Each replica would make a secret of its own: links of one would fail on the others.
+                raise ValueError(
+                    f"ACS_HARVEST_LINK_SECRET is not set, and ACS_ENVIRONMENT is {self.environment!r}: every "
+                    "ingress replica needs the same secret to sign harvest download links. Set it to a secret "
+                    "of your own, such as the output of `python -c 'import secrets; print(secrets.token_hex(32))'`.")
+            self.harvest_link_secret = SecretStr(local_secret(self.harvest_link_secret_file))
         secret = self.harvest_link_secret.get_secret_value()
         if not secret:
             raise ValueError("ACS_HARVEST_LINK_SECRET is empty: set it to a secret of your own.")
-        if secret == DEV_HARVEST_LINK_SECRET and self.environment.strip().lower() != "development":
+        if secret == DEV_HARVEST_LINK_SECRET:
             raise ValueError(
-                f"ACS_HARVEST_LINK_SECRET is left at its development default, and ACS_ENVIRONMENT is "
-                f"{self.environment!r}: anyone could sign harvest download links. Set ACS_HARVEST_LINK_SECRET "
-                "to a secret of your own, such as the output of "
-                "`python -c 'import secrets; print(secrets.token_hex(32))'`."
-            )
+                "ACS_HARVEST_LINK_SECRET is the development secret of earlier versions, which is public: anyone "
+                "could sign harvest download links. Set it to a secret of your own, such as the output of "
+                "`python -c 'import secrets; print(secrets.token_hex(32))'`, or leave it unset on a "
+                "development machine, which then makes its own.")
         return self
 
     @model_validator(mode="after")
@@ -155,6 +165,17 @@ class Settings(BaseSettings):
     def check_trusted_proxies(self) -> Settings:
         trusted_networks(self.trusted_proxies)  # an entry that is no address stops the start, named
         return self
+
+    @model_validator(mode="after")
+    def check_metrics_token(self) -> Settings:
+        # Ray turns an unset ${ACS_METRICS_TOKEN} of cluster/serve-gpu.yaml into "": GET /metrics, on the
+        # API's public port, would answer anyone.
+        if self.metrics_token.get_secret_value().strip() or self.environment.strip().lower() == "development":
+            return self
+        raise ValueError(
+            f"ACS_METRICS_TOKEN is empty, and ACS_ENVIRONMENT is {self.environment!r}: GET /metrics would "
+            "answer anyone who reaches the API. Set it to a token of your own, such as the output of "
+            "`python -c 'import secrets; print(secrets.token_hex(32))'`, and give Prometheus the same.")
 
     def ledger_url(self) -> str:
         """The ledger's database: ACS_DATABASE_URL, or the embedded SQLite file."""

@@ -1,8 +1,8 @@
 """GET /metrics: Prometheus's text format, without an API key.
 
-With ACS_METRICS_TOKEN set, a scrape sends `Authorization: Bearer <token>`;
-empty, the route is open, and the API's port must stay on the cluster's
-private network (cluster/serve-gpu.yaml).
+With ACS_METRICS_TOKEN set, a scrape sends `Authorization: Bearer <token>`.
+Empty, the route is open: only in development, as the settings refuse to start
+without a token elsewhere (api/settings.py, check_metrics_token).
 """
 from __future__ import annotations
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -22,6 +25,7 @@ from pydantic import SecretStr
 from api.harvests import files
 from api.settings import DEV_HARVEST_LINK_SECRET, Settings
 from harvest import links
+from harvest.link_secret import local_secret
 from harvest.links import LinkRefused, file_names, signed_url, verify
 from harvest.storage import HarvestStorage, StorageRefused
 from tests.spec import assert_error
@@ -189,38 +193,86 @@ def test_verify_compares_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> No
 
 PRODUCTION_LEDGER = "postgresql+asyncpg://acs@db.internal:5432/acs"
 PRODUCTION_REDIS = "redis://redis.internal:6379/0"
+# What else a production start needs (api/settings.py refuses each empty).
+PRODUCTION = dict(database_url=PRODUCTION_LEDGER, redis_url=PRODUCTION_REDIS, metrics_token=SecretStr("m" * 64),
+                  public_base_url="https://api.example.org")
+UNSET = re.compile(r"ACS_HARVEST_LINK_SECRET is not set, and ACS_ENVIRONMENT is .*: every ingress replica "
+                   r"needs the same secret to sign harvest download links")
+
 
 def test_the_link_settings_default_to_seven_days_the_var_folder_and_the_request_base(monkeypatch) -> None:
     # The end-to-end tier points the Serve replicas at a folder of its own through the environment.
     for name in ("ACS_HARVEST_STORAGE", "ACS_HARVEST_LINK_TTL_S", "ACS_ENVIRONMENT", "ACS_PUBLIC_BASE_URL",
-                 "ACS_HARVEST_LINK_SECRET"):
+                 "ACS_HARVEST_LINK_SECRET", "ACS_HARVEST_LINK_SECRET_FILE"):
         monkeypatch.delenv(name, raising=False)
     settings = Settings()
+    var = Path(__file__).resolve().parents[2] / "var"
     assert settings.harvest_link_ttl_s == 7 * 24 * 3600
     assert settings.environment == "development"
     assert settings.public_base_url is None
-    assert Path(settings.harvest_storage) == Path(__file__).resolve().parents[2] / "var" / "harvests"
-    assert settings.harvest_link_secret.get_secret_value() == DEV_HARVEST_LINK_SECRET
-    assert DEV_HARVEST_LINK_SECRET not in repr(settings)
+    assert Path(settings.harvest_storage) == var / "harvests"
+    # No secret set: the install's own, which its first start made.
+    assert settings.harvest_link_secret_file == var / "harvest-link-secret"
+    secret = settings.harvest_link_secret.get_secret_value()
+    assert secret == (var / "harvest-link-secret").read_text().strip() != DEV_HARVEST_LINK_SECRET
+    assert secret not in repr(settings)
+
+
+def test_an_install_without_a_secret_makes_its_own_0600_and_keeps_it(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("ACS_HARVEST_LINK_SECRET", raising=False)
+    path = tmp_path / "var" / "harvest-link-secret"
+    umask = os.umask(0)  # whatever the umask, nobody else reads it
+    try:
+        first = Settings(harvest_link_secret_file=path).harvest_link_secret.get_secret_value()
+    finally:
+        os.umask(umask)
+    assert re.fullmatch(r"[0-9a-f]{64}", first)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text() == first + "\n"
+    assert Settings(harvest_link_secret_file=path).harvest_link_secret.get_secret_value() == first  # the next start
+    assert Settings(harvest_link_secret_file=tmp_path / "another").harvest_link_secret.get_secret_value() != first
+    assert sorted(p.name for p in path.parent.iterdir()) == ["harvest-link-secret"]  # no draft left behind
+
+
+def test_replicas_starting_at_once_make_one_secret_and_all_read_it(tmp_path: Path) -> None:
+    path = tmp_path / "harvest-link-secret"
+    start = threading.Barrier(16)
+
+    def start_a_replica(_: int) -> str:
+        start.wait()
+        return local_secret(path)
+
+    with ThreadPoolExecutor(16) as pool:
+        seen = list(pool.map(start_a_replica, range(16)))
+    assert len(set(seen)) == 1 and seen[0] == path.read_text().strip()
+    assert [p.name for p in tmp_path.iterdir()] == ["harvest-link-secret"]
+
+
+def test_the_old_public_development_secret_is_refused_everywhere() -> None:
+    for environment in ("development", "production"):
+        with pytest.raises(ValueError, match=r"ACS_HARVEST_LINK_SECRET is the development secret of earlier "
+                                             r"versions, which is public: anyone could sign harvest download links"):
+            Settings(environment=environment, harvest_link_secret=SecretStr(DEV_HARVEST_LINK_SECRET), **PRODUCTION)
 
 
 @pytest.mark.parametrize("environment", ["production", "staging", "prod", " Production "])
-def test_the_default_secret_is_refused_outside_development(environment: str) -> None:
-    with pytest.raises(ValueError, match=r"ACS_HARVEST_LINK_SECRET is left at its development default, "
-                                         r"and ACS_ENVIRONMENT is .*: anyone could sign harvest download links"):
-        Settings(environment=environment)
-    assert Settings(environment=environment, harvest_link_secret=SecretStr("x" * 64), database_url=PRODUCTION_LEDGER,
-                    redis_url=PRODUCTION_REDIS, public_base_url="https://api.example.org").environment == environment
+def test_an_unset_secret_is_refused_outside_development(environment: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=UNSET):
+        Settings(environment=environment, harvest_link_secret_file=tmp_path / "secret", **PRODUCTION)
+    assert not (tmp_path / "secret").exists()  # each replica would have made its own
+    assert Settings(environment=environment, harvest_link_secret=SecretStr("x" * 64),
+                    **PRODUCTION).environment == environment
 
 
-def test_the_default_secret_is_refused_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unset_secret_is_refused_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ACS_HARVEST_LINK_SECRET", raising=False)
     monkeypatch.setenv("ACS_ENVIRONMENT", "production")
-    with pytest.raises(ValueError, match="ACS_HARVEST_LINK_SECRET is left at its development default"):
-        Settings()
-    monkeypatch.setenv("ACS_HARVEST_LINK_SECRET", "a production secret")
     monkeypatch.setenv("ACS_DATABASE_URL", PRODUCTION_LEDGER)
     monkeypatch.setenv("ACS_REDIS_URL", PRODUCTION_REDIS)
+    monkeypatch.setenv("ACS_METRICS_TOKEN", "a metrics token")
     monkeypatch.setenv("ACS_PUBLIC_BASE_URL", "https://api.example.org")
+    with pytest.raises(ValueError, match=UNSET):
+        Settings()
+    monkeypatch.setenv("ACS_HARVEST_LINK_SECRET", "a production secret")
     monkeypatch.setenv("ACS_HARVEST_STORAGE", "s3://bucket/harvests")
     monkeypatch.setenv("ACS_HARVEST_LINK_TTL_S", "3600")
     settings = Settings()
@@ -405,6 +457,22 @@ async def test_an_altered_link_is_403(fake_stack: Any, harvest_files: dict) -> N
     foreign = signed_url("http://api.test", b"not the server's", job_id, name, int(expires))
     assert_error(await fake_stack.http.get(foreign), 403, "link_invalid", message=links.ALTERED)
     assert harvest_files["reached"] == []
+
+
+async def test_a_link_signed_with_the_old_public_secret_is_refused(fake_stack: Any, harvest_files: dict,
+                                                                   tmp_path: Path, monkeypatch) -> None:
+    """The stack as an install that sets no secret starts it: with its own, not the public one."""
+    monkeypatch.delenv("ACS_HARVEST_LINK_SECRET", raising=False)
+    own = Settings(harvest_link_secret_file=tmp_path / "var" / "harvest-link-secret").harvest_link_secret
+    monkeypatch.setattr(fake_stack.services.settings, "harvest_link_secret", own)
+    expires = int(time.time()) + 600
+    public = signed_url("http://api.test", DEV_HARVEST_LINK_SECRET.encode(), harvest_files["job_id"], "manifest.json",
+                        expires)
+    assert_error(await fake_stack.http.get(public), 403, "link_invalid", message=links.ALTERED)
+    assert harvest_files["reached"] == []
+    signed = signed_url("http://api.test", own.get_secret_value().encode(), harvest_files["job_id"], "manifest.json",
+                        expires)
+    assert (await fake_stack.http.get(signed)).content == MANIFEST
 
 
 async def test_a_file_that_is_not_there_is_404(fake_stack: Any, harvest_files: dict) -> None:

@@ -29,10 +29,12 @@ import redis.asyncio as aioredis
 import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
 from sqlalchemy import delete, update
 
 from api.metrics.line import RUNNING, WAITING, MeteredKeyLine
 from api.metrics.scrape import LedgerReadings, scrape_registry
+from api.settings import Settings
 from api.traffic.line import MemoryKeyLine
 from cluster.composition import build_runner, compose
 from ledger.coltypes import utcnow
@@ -441,9 +443,29 @@ async def test_with_a_token_set_a_scrape_needs_it(fake_stack: Any) -> None:
     assert "acs_requests" in (await scrape(stack, Authorization="Bearer metrics-secret")).families
 
 
-async def test_without_a_token_the_route_is_open(fake_stack: Any) -> None:
+async def test_in_development_without_a_token_the_route_is_open(fake_stack: Any) -> None:
+    assert fake_stack.services.settings.environment == "development"
     assert fake_stack.services.settings.metrics_token.get_secret_value() == ""
     assert "acs_in_flight" in (await scrape(fake_stack)).families
+
+
+EMPTY_TOKEN = (r"ACS_METRICS_TOKEN is empty, and ACS_ENVIRONMENT is 'production': GET /metrics would answer "
+               r"anyone who reaches the API\. Set it to a token of your own")
+
+
+@pytest.mark.parametrize("token", ["", "  "])
+def test_outside_development_an_empty_token_is_refused(token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    production = dict(environment="production", harvest_link_secret=SecretStr("s" * 64),
+                      database_url="postgresql+asyncpg://acs@db.internal:5432/acs",
+                      redis_url="redis://redis.internal:6379/0", public_base_url="https://api.example.org")
+    with pytest.raises(ValueError, match=EMPTY_TOKEN):
+        Settings(**production, metrics_token=SecretStr(token))
+    # As Ray hands an unset ${ACS_METRICS_TOKEN} of cluster/serve-gpu.yaml to the replicas.
+    monkeypatch.setenv("ACS_METRICS_TOKEN", token)
+    with pytest.raises(ValueError, match=EMPTY_TOKEN):
+        Settings(**production)
+    monkeypatch.setenv("ACS_METRICS_TOKEN", "the operator's token")
+    assert Settings(**production).metrics_token.get_secret_value() == "the operator's token"
 
 
 # -- the dashboard --------------------------------------------------------------------------------------
