@@ -1,5 +1,6 @@
 """Who a request comes from, for the limits that count tries per address (sign-in, links, passwords,
-Applications, wrong API keys): one answer, from one function.
+Applications, wrong API keys), and whether it came over https (HSTS, Secure cookies): what a proxy in
+front of the platform may say, answered in one place.
 
 uvicorn trusts no proxy (cluster/serve.env sets FORWARDED_ALLOW_IPS empty), so the ASGI scope's client
 is the peer that connected. Only a peer that ACS_TRUSTED_PROXIES names (addresses or CIDR ranges) may
@@ -40,14 +41,27 @@ def client_address(request: Request) -> str:
     """The peer's address; behind a trusted proxy, the address that the proxies forwarded."""
     peer = request.client.host if request.client else UNKNOWN
     networks = trusted_networks(_settings(request).trusted_proxies)
-    if not _trusted(peer, networks):
+    if not is_trusted(peer, networks):
         return peer
     client = peer
     for entry in reversed(_forwarded(request)):
         client = entry
-        if not _trusted(client, networks):
+        if not is_trusted(client, networks):
             break  # the first hop that no trusted proxy vouches for: the client
     return client
+
+
+def came_over_https(scope: dict) -> bool:
+    """https as the ASGI server saw it, or as a trusted proxy that ended TLS says in X-Forwarded-Proto
+    (its first entry: what the proxy nearest the client saw; later ones append their own hop)."""
+    if scope.get("scheme") == "https":
+        return True
+    values = [value.decode("latin-1") for key, value in scope.get("headers", []) if key.lower() == b"x-forwarded-proto"]
+    if ",".join(values).split(",")[0].strip().lower() != "https":
+        return False
+    services = getattr(getattr(scope.get("app"), "state", None), "services", None)
+    networks = trusted_networks(services.settings.trusted_proxies) if services else ()
+    return is_trusted((scope.get("client") or (UNKNOWN,))[0], networks)
 
 
 def _settings(request: Request) -> Any:
@@ -70,7 +84,8 @@ def _host(entry: str) -> str:
     return entry[:100]
 
 
-def _trusted(host: str, networks: tuple[Network, ...]) -> bool:
+def is_trusted(host: str, networks: tuple[Network, ...]) -> bool:
+    """Whether `host` is an address inside one of the trusted proxies' networks."""
     if not networks:
         return False
     try:

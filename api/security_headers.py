@@ -15,10 +15,9 @@
 """
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
-from api.client_address import trusted_networks
+from api.client_address import came_over_https
 
 HSTS = (b"strict-transport-security", b"max-age=31536000; includeSubDomains")
 DEFAULTS = (
@@ -26,33 +25,6 @@ DEFAULTS = (
     (b"x-content-type-options", b"nosniff"),
     (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
 )
-
-
-def came_over_https(scope: dict) -> bool:
-    """https as the ASGI server saw it, or as a trusted proxy in front of it says."""
-    if scope.get("scheme") == "https":
-        return True
-    # The first entry is what the proxy nearest the client saw (later ones append their own hop).
-    forwarded = _header(scope, b"x-forwarded-proto").split(",")[0].strip().lower()
-    return forwarded == "https" and _from_trusted_proxy(scope)
-
-
-def _from_trusted_proxy(scope: dict) -> bool:
-    """Whether the peer that connected is one that ACS_TRUSTED_PROXIES names."""
-    services = getattr(getattr(scope.get("app"), "state", None), "services", None)
-    try:
-        peer = ipaddress.ip_address((scope.get("client") or ("",))[0])
-    except ValueError:
-        return False
-    if isinstance(peer, ipaddress.IPv6Address) and peer.ipv4_mapped:
-        peer = peer.ipv4_mapped
-    networks = trusted_networks(services.settings.trusted_proxies) if services else ()
-    return any(peer in network for network in networks)
-
-
-def _header(scope: dict, name: bytes) -> str:
-    values = [value.decode("latin-1") for key, value in scope.get("headers", []) if key.lower() == name]
-    return ",".join(values)
 
 
 def with_defaults(headers: list[tuple[bytes, bytes]], defaults: tuple[tuple[bytes, bytes], ...]) -> list[tuple[bytes, bytes]]:

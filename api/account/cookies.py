@@ -8,6 +8,8 @@ from datetime import datetime
 
 from fastapi import Request, Response
 
+from api.client_address import came_over_https
+
 SESSION_COOKIE = "acs_session"
 CSRF_COOKIE = "acs_csrf"
 CSRF_HEADER = "X-CSRF-Token"
@@ -18,9 +20,9 @@ def is_secure(request: Request) -> bool:
     configured = request.app.state.services.settings.session_cookie_secure
     if configured is not None:
         return configured
-    # Behind a proxy that ends TLS, the request arrives over http with the original scheme in a header.
-    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
-    return request.url.scheme == "https" or forwarded == "https"
+    # Behind a proxy that ends TLS (one that ACS_TRUSTED_PROXIES names), the request arrives over http
+    # with the original scheme in a header.
+    return came_over_https(request.scope)
 
 
 def set_session_cookie(request: Request, response: Response, token: str, expires_at: datetime, now: datetime) -> None:

@@ -117,8 +117,18 @@ async def test_the_csrf_cookie_and_a_refusal_without_the_header(fake_stack):
 
 async def test_cookies_are_secure_over_https(fake_stack):
     browser = await browser_client(fake_stack)
-    answer = await browser.get("/account/csrf", headers={"X-Forwarded-Proto": "https"})
+    answer = await browser.get("https://api.test/account/csrf")
     assert "Secure" in answer.headers["set-cookie"]
+
+
+@pytest.mark.settings(trusted_proxies="10.0.0.0/8")
+async def test_only_a_trusted_proxy_says_that_the_request_came_over_https(fake_stack):
+    forged = await (await browser_client(fake_stack, address="192.0.2.9")).get(
+        "/account/csrf", headers={"X-Forwarded-Proto": "https"})
+    assert "Secure" not in forged.headers["set-cookie"]
+    vouched = await (await browser_client(fake_stack, address="10.1.2.3")).get(
+        "/account/csrf", headers={"X-Forwarded-Proto": "https"})
+    assert "Secure" in vouched.headers["set-cookie"]
 
 
 async def test_an_api_key_is_refused_on_account_routes_and_a_session_on_v1(fake_stack):
