@@ -229,7 +229,8 @@ def test_the_example_settings_make_a_production_ledger_on_postgresql_and_redis(m
     for line in example.splitlines():
         if line and not line.startswith("#"):
             name, value = line.split("=", 1)
-            monkeypatch.setenv(name, value or "a-secret-of-the-operator")
+            # An empty ACS_TRUSTED_PROXIES is a setting of its own (no proxy), not a blank to fill.
+            monkeypatch.setenv(name, value or ("" if name == "ACS_TRUSTED_PROXIES" else "a-secret-of-the-operator"))
     for name, value in the_app()["runtime_env"]["env_vars"].items():
         if not SECRET.match(value):
             monkeypatch.setenv(name, value)
