@@ -313,6 +313,13 @@ async def test_get_unknown_model(fake_stack):
     assert_error(response, 400, "model_not_found", message=NOT_SERVED, param="model", type="invalid_request_error")
 
 
+@pytest.mark.parametrize("path", ["/v1/models/a%0Ab", "/v1/models/%0Agpt/status", "/v1/models/gpt%0A/status"])
+async def test_a_model_id_with_a_line_feed_is_an_unknown_model(fake_stack, path):
+    """The fuzzing tier found these answered 404 "No route has the path": a path's `.*` stops at a line feed."""
+    response = await fake_stack.http.get(path, headers=fake_stack.auth())
+    assert_error(response, 400, "model_not_found", param="model", message=re.compile(r"^The model `.*\n.*` does not"))
+
+
 async def test_completion_with_unknown_model(fake_stack):
     response = await complete(fake_stack, model="gpt-2")
     assert_error(response, 400, "model_not_found", message=NOT_SERVED, param="model", type="invalid_request_error")
