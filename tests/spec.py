@@ -14,7 +14,7 @@ import pytest
 
 SPEC = Path(__file__).resolve().parent.parent / "api" / "openapi.json"
 # The project's spec, `../shared/spec` beside the checkout; api/openapi.json
-# and tests/spec_docs/docs.md are the copies a bare clone has.
+# is the copy a bare clone has (the app serves it).
 SHARED_SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec"
 
 
@@ -35,6 +35,11 @@ def shared_spec(name: str) -> Path:
     if in_ci():
         pytest.fail(f"{reason}, and CI={os.environ['CI']!r} says this is CI's clone, which has it")
     pytest.skip(reason)
+
+
+def spec_docs() -> str:
+    """The text of the spec's docs.md, read from the shared spec (skips or fails as `shared_spec`)."""
+    return shared_spec("docs.md").read_text()
 
 
 @lru_cache

@@ -17,7 +17,7 @@ import pytest
 from sqlmodel import select
 
 from ledger.models import Hold, Work
-from tests.programs import PROGRAMS
+from tests.programs import program_file
 from tests.serve_fixtures import ServeInstance, kill_runner
 
 
@@ -67,7 +67,7 @@ def test_the_cookbooks_job_script_runs_as_it_is(stack: tuple[str, str], serve_in
                                                 tmp_path: Path) -> None:
     base, key = stack
     env = {**os.environ, "ACS_API_BASE": base, "ACS_API_KEY": key}
-    runs = [subprocess.run(["sh", str(PROGRAMS / "job.sh"), "sky-001"], env=env, capture_output=True, text=True,
+    runs = [subprocess.run(["sh", str(program_file("job.sh")), "sky-001"], env=env, capture_output=True, text=True,
                            timeout=300, cwd=tmp_path) for _ in range(2)]
     for run in runs:
         assert run.returncode == 0, run.stderr

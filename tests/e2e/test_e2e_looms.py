@@ -25,9 +25,8 @@ from sqlmodel import select
 from deployments.catalog import load_model_spec
 from ledger.models import Hold, LoomNode, Work
 from tests.serve_fixtures import ServeInstance, kill_runner
-from tests.spec import validate
+from tests.spec import spec_docs, validate
 
-DOCS = Path(__file__).resolve().parents[1] / "spec_docs" / "docs.md"
 SERVED_NAME = "acs/tiny-llama-random"
 ENDED = ("completed", "failed", "cancelled")
 APP = "looms"
@@ -42,8 +41,9 @@ GUIDE_BLOCKS = {
 
 # -- the guide's commands ------------------------------------------------------------------------
 
-def guide_commands() -> dict[str, str]:
-    docs = DOCS.read_text()
+@functools.cache
+def guide() -> dict[str, str]:
+    docs = spec_docs()
     section = docs[docs.index("# Grow a Loom with the API (/docs/loom)"):docs.index("# Models (/docs/models)")]
     blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
     assert len(blocks) == len(GUIDE_BLOCKS), blocks
@@ -51,9 +51,6 @@ def guide_commands() -> dict[str, str]:
     for name, piece in GUIDE_BLOCKS.items():
         assert piece in commands[name], (name, commands[name])
     return commands
-
-
-GUIDE = guide_commands()
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +70,7 @@ def curl_output(stack: tuple[str, str], name: str, cwd: Path | None = None, comm
     (LOOM_ID, NODE_ID); what it printed."""
     base, key = stack
     env = {**os.environ, "ACS_API_BASE": base, "ACS_API_KEY": key, **shell}
-    done = subprocess.run(["bash", "-c", command or GUIDE[name]], env=env, capture_output=True, text=True,
+    done = subprocess.run(["bash", "-c", command or guide()[name]], env=env, capture_output=True, text=True,
                           timeout=120, cwd=cwd)
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -266,7 +263,8 @@ def test_the_guides_commands(stack: tuple[str, str], tmp_path: Path) -> None:
     assert curl(stack, "export", cwd=tmp_path, **ids) is None
     exported = json.loads((tmp_path / "loom.json").read_text())
     validate(exported, "LoomFile")
-    with_file = GUIDE["import"].replace(GUIDE["import"][GUIDE["import"].index("-d '"):].rstrip("\n"), "-d @loom.json")
+    command = guide()["import"]
+    with_file = command.replace(command[command.index("-d '"):].rstrip("\n"), "-d @loom.json")
     imported = curl(stack, "import", cwd=tmp_path, command=with_file)
     validate(imported, "Loom")
     assert imported["id"] != loom["id"]

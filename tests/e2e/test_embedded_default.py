@@ -239,11 +239,11 @@ def test_the_cookbooks_harvest_script_runs_as_it_is(embedded: tuple[str, str], s
 
     from safetensors.torch import load_file
 
-    from tests.programs import PROGRAMS
+    from tests.programs import program_file
 
     base, key = embedded
     env = {**os.environ, "ACS_API_BASE": base, "ACS_API_KEY": key}
-    done = subprocess.run(["sh", str(PROGRAMS / "harvest.sh")], cwd=tmp_path, env=env, capture_output=True,
+    done = subprocess.run(["sh", str(program_file("harvest.sh"))], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     assert " is done" in done.stderr and "Downloaded the files into harvest-" in done.stderr

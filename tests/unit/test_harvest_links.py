@@ -28,13 +28,12 @@ from harvest import links
 from harvest.link_secret import local_secret
 from harvest.links import LinkRefused, file_names, signed_url, verify
 from harvest.storage import HarvestStorage, StorageRefused
-from tests.spec import assert_error
+from tests.spec import assert_error, spec_docs
 
 SECRET = b"a test secret of the link signer"
 JOB = "6f1c2a9e-8d3b-4c5e-9f7a-0b1c2d3e4f5a"
 EXPIRES = 1_900_000_000  # 2030-03-17
 BEFORE = EXPIRES - 1.0
-DOCS = Path(__file__).resolve().parents[1] / "spec_docs" / "docs.md"
 
 
 def link_parts(url: str) -> tuple[str, str, str, str]:
@@ -550,7 +549,7 @@ async def test_a_path_traversal_reaches_no_file(fake_stack: Any, harvest_files: 
 
 def cookbook_download_jq() -> str:
     """The jq program of the cookbook's last step, from the spec's docs."""
-    text = DOCS.read_text()
+    text = spec_docs()
     script = text[text.index("# Download a harvest from a shell script"):]
     return re.search(r"\| jq -r '(.*?)' \\\n", script).group(1)
 
