@@ -378,7 +378,7 @@ class Server:
         it they stay in this process's session, and so in its scheduler autogroup: with
         kernel.sched_autogroup_enabled, a server in a session of its own is a group of its own
         that shares the CPUs with this process's group as one, and its engine's busy threads left
-        the bench's client waiting for the CPU for hundreds of milliseconds (bench/README.md,
+        the bench's client waiting for the CPU for hundreds of milliseconds (bench/NOTES.md,
         "The bench's client and the scheduler's autogroups"); then they are found as this
         process's descendants."""
         self.name, self.log_path, self.own_session = name, log_path, own_session

@@ -50,7 +50,7 @@ LOCAL_RAY = {
 # How often Ray's own processes wake at idle, on one machine. The engine's OpenMP threads run on
 # every core, and whatever else runs takes its time from a step: on 2 cores Ray's and Serve's own
 # processes took 54-91 core-ms from each 1-second request of `bench/completions_overhead.py
-# --concurrency 1` (bench/README.md, "Ray's housekeeping at idle"). None of these changes what a
+# --concurrency 1` (bench/NOTES.md, "Ray's housekeeping at idle"). None of these changes what a
 # request does; each makes a local record or report less frequent.
 LOCAL_HOUSEKEEPING = {
     # Serve's replicas, proxy and handles export their cached request metrics every 0.1 s.
@@ -81,7 +81,7 @@ def prepare_ray_environment() -> None:
 
 def direct_ingress_environment(port: int) -> None:
     """Serve's direct ingress: the one ingress replica listens on `port` itself, so a request
-    and each event of a stream skip the hop through Serve's proxy actor (bench/README.md, "Direct
+    and each event of a stream skip the hop through Serve's proxy actor (bench/NOTES.md, "Direct
     ingress"). Set before `ray` starts: the controller and the replicas read it when they start."""
     os.environ.update(
         RAY_SERVE_ENABLE_DIRECT_INGRESS="1",

@@ -247,7 +247,7 @@ class Profile(_Strict):
     aliases: dict[str, str] = {}
     # The ingress replica hosts the models' engines and the background Runner itself, instead
     # of a deployment each: one machine's platform then runs one process beside the engine's
-    # core, as vLLM's own server does (bench/README.md, "One process").
+    # core, as vLLM's own server does (bench/NOTES.md, "One process").
     colocate: bool = False
 
 

@@ -6,7 +6,7 @@ timeout). vLLM's CPU engine makes 13 such groups in its process (the world,
 TP, PP, DP, EP... each as a CPU and a device group), so 13 threads wake 1,300
 times a second, though with one rank no group ever sends a byte. On 2 cores
 each wake-up takes a core from one of the engine's two OpenMP threads, and the
-other waits for it at the end of the step (bench/README.md, "The engine's gloo
+other waits for it at the end of the step (bench/NOTES.md, "The engine's gloo
 threads"). With one device for all groups, one thread is left; the groups, their
 ranks and their collectives stay as they were.
 """
