@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 from fastapi import Request
@@ -12,6 +13,7 @@ from api import errors
 TOO_LARGE = "The request body is larger than {limit} bytes."
 NOT_JSON = "The request body is not valid JSON: {detail}."
 TOO_DEEP = "it nests arrays or objects too deeply"
+TOO_MANY_DIGITS = "it has a number of more than {digits} digits"
 SURROGATE = "Invalid value for '{path}': expected a text without half of a surrogate pair, such as a lone \\ud800."
 SURROGATE_NAME = "Invalid field name: a field name cannot hold half of a surrogate pair, such as a lone \\ud800."
 
@@ -40,6 +42,11 @@ def parse_json(raw: bytes) -> Any:
     except RecursionError:
         # json.loads recurses once per level: a body of 200,000 `[` is no JSON a route takes.
         raise errors.BadJson(NOT_JSON.format(detail=TOO_DEEP)) from None
+    except ValueError:
+        # Past sys.get_int_max_str_digits() (4300) Python refuses to read an integer, with a ValueError
+        # that is no JSONDecodeError; no field takes such a number.
+        detail = TOO_MANY_DIGITS.format(digits=sys.get_int_max_str_digits())
+        raise errors.BadJson(NOT_JSON.format(detail=detail)) from None
     refuse_lone_surrogates(value)
     return value
 

@@ -1,4 +1,5 @@
-"""Bodies that no route can use: a lone surrogate in any text, and JSON nested too deeply.
+"""Bodies that no route can use: a lone surrogate in any text, JSON nested too deeply, and an integer of
+more digits than Python reads.
 
 Each gets the spec's error object with a 400, never a 500, and nothing that the refused request
 sent is left behind. All over the fake engine, in process.
@@ -88,3 +89,21 @@ async def test_an_app_route_answers_deep_json_with_bad_json(fake_stack: Any) -> 
     account = await sign_in(fake_stack, key_name=None)
     response = await account.browser.post("/account/keys", content="[" * 200_000, headers=JSON)
     assert_error(response, 400, "bad_json", type="invalid_request_error")
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/looms"])
+async def test_a_number_of_more_than_4300_digits_is_bad_json(fake_stack: Any, path: str) -> None:
+    """The fuzzing tier found a 500 here: Python's json reads at most 4300 digits of an integer, and
+    past them raises a ValueError that is no JSONDecodeError."""
+    looms = await looms_of(fake_stack)
+    body = '{"model": "llama-8b", "prompt": "ok", "max_tokens": %s}' % ("1" * 4301)
+    response = await post_raw(fake_stack, path, body, fake_stack.auth())
+    assert_error(response, 400, "bad_json", type="invalid_request_error", param=None,
+                 message="The request body is not valid JSON: it has a number of more than 4300 digits.")
+    assert await looms_of(fake_stack) == looms
+
+
+async def test_a_number_of_4300_digits_is_read(fake_stack: Any) -> None:
+    body = '{"model": "llama-8b", "prompt": "ok", "max_tokens": %s}' % ("1" * 4300)
+    response = await post_raw(fake_stack, "/v1/completions", body, fake_stack.auth())
+    assert_error(response, 400, "invalid_request", param="max_tokens")
