@@ -18,9 +18,8 @@ from pathlib import Path
 
 from tests.spec import spec_docs
 
-TESTS = Path(__file__).resolve().parent
 # Python 3.14's compression.zstd, for the programs' subprocesses only.
-SHIMS = TESTS / "shims"
+SHIMS = Path(__file__).resolve().parent / "shims"
 
 # program -> (page, section anchor, which Python block of the section, indent of each non-blank line)
 SOURCES = {

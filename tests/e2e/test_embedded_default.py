@@ -29,7 +29,7 @@ from cluster.ray_env import free_port
 from deployments.tensor_codec import decode
 from deployments.catalog import load_catalog
 from tests.hf_reference import greedy, reference
-from tests.programs import run_program
+from tests.programs import program_file, run_program
 from tests.serve_fixtures import read_ledger
 
 pytestmark = pytest.mark.slow
@@ -238,8 +238,6 @@ def test_the_cookbooks_harvest_script_runs_as_it_is(embedded: tuple[str, str], s
     import subprocess
 
     from safetensors.torch import load_file
-
-    from tests.programs import program_file
 
     base, key = embedded
     env = {**os.environ, "ACS_API_BASE": base, "ACS_API_KEY": key}
