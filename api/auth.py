@@ -7,18 +7,18 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from api import errors
+from domain import errors
 from api.account.cookies import SESSION_COOKIE
 from api.account.csrf import csrf_ok
 from api.account.session import live_session
 from api.client_address import client_address
-from api.error_mapping import key_refusal_error
-from api.timing import stage
-from ledger import driver_sql
+from domain.error_mapping import key_refusal_error
+from domain.timing import stage
+from ledger.store import driver_sql
 from ledger.errors import KeyRefused
-from ledger.keys import Principal, authenticate, authenticate_on
-from ledger.models import Role
-from ledger.operations.users import admin_name
+from ledger.accounts.keys import Principal, authenticate, authenticate_on
+from ledger.accounts.tables import Role
+from domain.operations.users import admin_name
 
 
 def services_of(request: Request) -> Any:

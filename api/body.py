@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import Request
 
-from api import errors
+from domain import errors
 
 TOO_LARGE = "The request body is larger than {limit} bytes."
 NOT_JSON = "The request body is not valid JSON: {detail}."

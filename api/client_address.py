@@ -12,35 +12,19 @@ trusted proxy. Every entry left of that one was written by the client, who can w
 from __future__ import annotations
 
 import ipaddress
-from functools import lru_cache
-from typing import Any, Union
+from typing import Any
 
 from fastapi import Request
 
-Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+from domain.settings import Network
+
 UNKNOWN = "unknown"
-
-
-@lru_cache(maxsize=16)
-def trusted_networks(text: str) -> tuple[Network, ...]:
-    """The networks of ACS_TRUSTED_PROXIES ("" for none); ValueError names an entry that is neither
-    an address nor a CIDR range."""
-    networks = []
-    for entry in (part.strip() for part in text.split(",")):
-        if not entry:
-            continue
-        try:
-            networks.append(ipaddress.ip_network(entry, strict=False))
-        except ValueError:
-            raise ValueError(f"ACS_TRUSTED_PROXIES names {entry!r}, which is neither an address nor a CIDR "
-                             "range. Write addresses and ranges apart with commas, such as 10.0.0.0/8,192.0.2.7.") from None
-    return tuple(networks)
 
 
 def client_address(request: Request) -> str:
     """The peer's address; behind a trusted proxy, the address that the proxies forwarded."""
     peer = request.client.host if request.client else UNKNOWN
-    networks = trusted_networks(_settings(request).trusted_proxies)
+    networks = _settings(request).trusted_networks
     if not is_trusted(peer, networks):
         return peer
     client = peer
@@ -60,7 +44,7 @@ def came_over_https(scope: dict) -> bool:
     if ",".join(values).split(",")[0].strip().lower() != "https":
         return False
     services = getattr(getattr(scope.get("app"), "state", None), "services", None)
-    networks = trusted_networks(services.settings.trusted_proxies) if services else ()
+    networks = services.settings.trusted_networks if services else ()
     return is_trusted((scope.get("client") or (UNKNOWN,))[0], networks)
 
 

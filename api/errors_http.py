@@ -9,8 +9,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from api import errors
-from api.error_mapping import as_api_error
+from domain import errors
+from domain.error_mapping import as_api_error
 
 log = logging.getLogger("acs.api")
 NOT_FOUND = "No route has the path {path}."

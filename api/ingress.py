@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from ray import serve
 
 from api.app import create_app
-from api.services import Services
+from domain.services import Services
 
 log = logging.getLogger("acs.ingress")
 

@@ -6,7 +6,7 @@ import re
 import secrets
 from typing import Any
 
-from api.timing import stage
+from domain.timing import stage
 
 CALLER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 GZIP_MIN_BYTES = 500

@@ -14,8 +14,8 @@ Two arms, in alternating blocks of `--requests` (each block with a fresh API
 key, under the key's rate limit), in the same run:
 
 - drivers: the platform as it is, whose key check, spend-stop read, Holds and
-  settlements run on the pool's own driver (ledger/driver_sql.py,
-  ledger/sqlite_driver.py, ledger/pooled_driver.py);
+  settlements run on the pool's own driver (ledger/store/driver_sql.py,
+  ledger/store/sqlite_driver.py, ledger/store/pooled_driver.py);
 - sessions: the same with those paths turned off (`driver_sql.drives` and
   `sqlite_driver.drives` answer False): the key check and the stop in an ORM
   session, and on SQLite the Holds through SQLAlchemy's Connection, as before
@@ -49,19 +49,20 @@ prepare_ray_environment()
 import httpx  # noqa: E402
 
 from api.app import create_app  # noqa: E402
-from api.inference.clients import LocalEngineClient  # noqa: E402
-from api.metrics.counts import Counts  # noqa: E402
-from api.metrics.tally import ProcessTally  # noqa: E402
-from api.settings import Settings  # noqa: E402
+from domain.inference.clients import LocalEngineClient  # noqa: E402
+from domain.metrics.counts import Counts  # noqa: E402
+from domain.metrics.tally import ProcessTally  # noqa: E402
+from domain.settings import Settings  # noqa: E402
 from cluster.composition import compose  # noqa: E402
 from deployments.catalog import load_catalog  # noqa: E402
 from deployments.engine import (  # noqa: E402
     ChoiceDelta, Engine, EngineOutput, EngineState, ForwardRequest, GenerateRequest, PromptRows,
 )
-from ledger import driver_sql, sqlite_driver  # noqa: E402
-from ledger.db import make_engine  # noqa: E402
-from ledger.keys import create_api_key, create_user  # noqa: E402
-from ledger.migrate import upgrade  # noqa: E402
+from ledger.store import driver_sql
+from ledger.store import sqlite_driver  # noqa: E402
+from ledger.store.db import make_engine  # noqa: E402
+from ledger.accounts.keys import create_api_key, create_user  # noqa: E402
+from ledger.store.migrate import upgrade  # noqa: E402
 
 MODEL = "tiny-llama"  # the test catalog's model: its tokenizer counts the prompt
 ARMS = ("drivers", "sessions")

@@ -16,7 +16,7 @@ Both sides must generate about the same number of tokens (usage
 `completion_tokens`, within 5%), or the comparison means nothing and the
 run fails.
 
-For ours it also reads each timed answer's `Server-Timing` header (api/timing.py)
+For ours it also reads each timed answer's `Server-Timing` header (domain/timing.py)
 and prints the median of each stage, and of what no stage covers. For both sides it
 prints the CPU each process role spent per timed request and at idle (`--idle`
 seconds after the warmup; bench/process_cpu.py): on 2 cores the serving path's CPU is
@@ -65,8 +65,8 @@ from cluster.ray_env import prepare_ray_environment  # noqa: E402
 from deployments.vllm_runtime import prepare_environment  # noqa: E402
 from bench.proc import proc_stat_fields  # noqa: E402
 from bench.process_cpu import ProcessCpu  # noqa: E402
-from api.timing import ENGINE_STAGES, parse as parse_server_timing  # noqa: E402
-from ledger.pg_admin import ADMIN_DSN, drop_database, recreate_database, sqlalchemy_url  # noqa: E402
+from domain.timing import ENGINE_STAGES, parse as parse_server_timing  # noqa: E402
+from ledger.store.pg_admin import ADMIN_DSN, drop_database, recreate_database, sqlalchemy_url  # noqa: E402
 
 MODEL_ID = "smollm2-135m"  # the embedded profile's default
 PROFILE = "embedded"

@@ -68,13 +68,13 @@ sys.path.insert(0, str(REPO_ROOT))
 import asyncpg  # noqa: E402
 from sqlalchemy import text  # noqa: E402
 
-from ledger.db import make_engine, session_factory  # noqa: E402
-from ledger.grants import set_allowance  # noqa: E402
-from ledger.keys import create_api_key, create_user  # noqa: E402
-from ledger.migrate import upgrade  # noqa: E402
-from ledger.pg_admin import ADMIN_DSN, drop_database, recreate_database  # noqa: E402
-from ledger.models import Counting, UsageStatus  # noqa: E402
-from ledger.tokens import (  # noqa: E402
+from ledger.store.db import make_engine, session_factory  # noqa: E402
+from ledger.tokens.grants import set_allowance  # noqa: E402
+from ledger.accounts.keys import create_api_key, create_user  # noqa: E402
+from ledger.store.migrate import upgrade  # noqa: E402
+from ledger.store.pg_admin import ADMIN_DSN, drop_database, recreate_database  # noqa: E402
+from ledger.tokens.tables import Counting, UsageStatus  # noqa: E402
+from ledger.tokens.holds import (  # noqa: E402
     DEFAULT_MONTHLY_ALLOWANCE, Held, HoldAsk, Shortfall, end_hold, end_hold_on, take_hold, take_hold_on,
 )
 from bench.proc import proc_stat_fields  # noqa: E402
@@ -424,7 +424,7 @@ class LedgerRunner:
     async def start(self) -> None:
         setup_pool = self.concurrency if self.processes == 1 else 4
         self.engine = make_engine(self.url, pool_size=setup_pool, max_overflow=4)
-        # As api.services.build_ledger: the write sessions (the option only matters on SQLite).
+        # As domain.services.build_ledger: the write sessions (the option only matters on SQLite).
         self.write_engine = self.engine.execution_options(sqlite_begin="IMMEDIATE")
         self.sessions = session_factory(self.write_engine)
         if self.processes > 1:

@@ -177,7 +177,7 @@ async def follow(http: Any, loom_id: str) -> list[Event]:
 async def work_rows(services: Any, node_ids: list[str]) -> list[Any]:
     from sqlmodel import select
 
-    from ledger.models import LoomNode, Work
+    from ledger.work.tables import LoomNode, Work
 
     async with services.sessions() as session:
         rows = (await session.exec(select(LoomNode, Work).join(Work, Work.id == LoomNode.work_id)
@@ -251,13 +251,13 @@ class Stack:
         import uvicorn
 
         from api.app import create_app
-        from api.inference.clients import LocalEngineClient
-        from api.settings import Settings
+        from domain.inference.clients import LocalEngineClient
+        from domain.settings import Settings
         from cluster.composition import build_runner, compose
         from deployments.catalog import load_catalog
         from deployments.vllm_engine import VllmEngine
-        from ledger.db import make_engine
-        from ledger.migrate import upgrade
+        from ledger.store.db import make_engine
+        from ledger.store.migrate import upgrade
 
         await upgrade(self.database_url)
         settings = Settings(profile=self.args.profile, database_url=self.database_url)
@@ -284,7 +284,7 @@ class Stack:
         self.key = await self._key()
 
     async def _key(self) -> str:
-        from ledger.keys import create_api_key, create_user
+        from ledger.accounts.keys import create_api_key, create_user
 
         async with self.services.ledger.write_sessions() as session:  # SQLite: the write lock at BEGIN
             user = await create_user(session, f"bench-{uuid.uuid4().hex[:8]}")

@@ -1,10 +1,10 @@
 """`python -m cluster.admin ...`: the operator's command line (`--help` lists it).
 
-The entry reads the settings (api/settings.py: ACS_DATABASE_URL,
+The entry reads the settings (domain/settings.py: ACS_DATABASE_URL,
 ACS_MONTHLY_ALLOWANCE, ACS_JOB_RESULT_KEPT_S, ACS_SPEND_PAUSE_USD; ACS_SMTP_URL and
 ACS_PUBLIC_BASE_URL for the mails of approvals and password links) and the
 catalog of ACS_PROFILE (the models a warm window may keep Warm, and what a
-Warm hour costs), and runs the commands of ledger/admin.py with them, so that
+Warm hour costs), and runs the commands of cluster/admin_cli/commands.py with them, so that
 the ledger reads neither itself.
 """
 from __future__ import annotations
@@ -13,11 +13,11 @@ import getpass
 import sys
 from collections.abc import Sequence
 
-from api.account.mailer import mail_base_url, mailer_of
-from api.admin.platform import platform_of
-from api.settings import Settings, get_settings
+from domain.mail import mail_base_url, mailer_of
+from domain.operations.platform_settings import platform_of
+from domain.settings import Settings, get_settings
 from deployments.catalog import load_catalog
-from ledger import admin
+from cluster.admin_cli import commands as admin
 
 
 def operator_name() -> str:

@@ -34,7 +34,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from api.settings import get_settings
+from domain.settings import get_settings
 from deployments.catalog import models_dir
 
 MODELS_DIR = models_dir(get_settings().models_dir)

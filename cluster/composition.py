@@ -10,29 +10,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.account.mailer import mailer_of
-from api.completions.admission import Admission
-from api.idempotency import Idempotency
-from api.inference.breaker import CircuitBreaker
-from api.inference.clients import EngineClient, HandleEngineClient, LocalEngineClient
-from api.inference.gateway import ModelGateway
-from api.metrics.counts import Counts, counts_from_settings
-from api.metrics.line import MeteredKeyLine
-from api.services import Services
-from api.settings import Settings, get_settings
-from api.tokenizers import TokenizerRegistry
-from api.traffic.limits import traffic_from_settings
+from domain.mail import mailer_of
+from domain.completions.admission import Admission
+from domain.idempotency import Idempotency
+from domain.inference.breaker import CircuitBreaker
+from domain.inference.clients import EngineClient, HandleEngineClient, LocalEngineClient
+from domain.inference.gateway import ModelGateway
+from domain.metrics.counts import Counts, counts_from_settings
+from domain.metrics.line import MeteredKeyLine
+from domain.services import Services
+from domain.settings import Settings, get_settings
+from domain.tokenizers import TokenizerRegistry
+from domain.traffic.limits import traffic_from_settings
 from deployments.background.kinds import WorkHandler
 from deployments.background.runner import Runner, RunnerTimes
 from deployments.catalog import Catalog, load_catalog
 from deployments.operations import DeploymentRef, Operations, build_operations, serve_replica_counter
 from deployments.resident import Background, Colocated
-from ledger.db import make_engine, session_factory
+from ledger.store.db import make_engine, session_factory
 
 
 def build_ledger(settings: Settings, db_engine: Any) -> tuple[Any, Any]:
     """Read sessions, and the ledger whose money transactions lock what they touch."""
-    from api.budget import TokenLedger
+    from domain.budget import TokenLedger
 
     sessions = session_factory(db_engine)
     ledger = TokenLedger(sessions, write_sessions_of(db_engine), request_url=settings.budget_request_url,
@@ -80,9 +80,9 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
 
 def handler_types() -> list[type]:
     """The kinds of background work this platform runs: one handler class each."""
-    from api.harvests.handler import HarvestHandler
-    from api.jobs.handler import JobHandler
-    from api.looms.handler import NodeHandler
+    from domain.harvests.handler import HarvestHandler
+    from domain.jobs.handler import JobHandler
+    from domain.looms.handler import NodeHandler
 
     return [JobHandler, NodeHandler, HarvestHandler]
 

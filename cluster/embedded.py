@@ -14,7 +14,7 @@ import signal
 import threading
 from pathlib import Path
 
-from api.settings import Settings, get_settings
+from domain.settings import Settings, get_settings
 from deployments.vllm_runtime import REPO_ROOT, prepare_environment
 
 KEY_FILE_MODE = 0o600  # the key spends the local user's tokens: its owner alone reads it
@@ -41,8 +41,8 @@ def write_private(path: Path, text: str) -> None:
 
 async def prepare_ledger(settings: Settings, path: Path | None = None) -> str:
     """Apply migrations, make the local user; return its API key."""
-    from ledger.admin import ensure_local_user_and_key
-    from ledger.migrate import upgrade
+    from cluster.admin_cli.commands import ensure_local_user_and_key
+    from ledger.store.migrate import upgrade
 
     url = settings.ledger_url()
     await upgrade(url)

@@ -6,8 +6,8 @@ import asyncio
 
 from sqlalchemy.engine import make_url
 
-from api.settings import get_settings
-from ledger.migrate import upgrade
+from domain.settings import get_settings
+from ledger.store.migrate import upgrade
 
 
 def main() -> None:

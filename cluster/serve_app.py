@@ -57,7 +57,7 @@ def runner_deployment(handles: dict[str, Application], profile: str) -> Applicat
 
 
 def build_application(profile: str) -> Application:
-    from api.settings import get_settings
+    from domain.settings import get_settings
     from deployments.catalog import load_catalog
 
     catalog = load_catalog(profile, models_root=get_settings().models_dir)
@@ -88,7 +88,7 @@ def colocated_application(catalog: Any, profile: str) -> Application:
 
 
 def build(args: dict[str, str]) -> Application:
-    from api.settings import get_settings
+    from domain.settings import get_settings
 
     return build_application(args.get("profile", get_settings().profile))
 

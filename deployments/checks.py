@@ -5,7 +5,7 @@ the wrong width or a Layer the model lacks would answer 200, unsteered or
 unread).
 
 A failed check raises `EngineRefused`, the neutral refusal of a request's
-values; the API answers it as its 400 (`api/error_mapping.py`).
+values; the API answers it as its 400 (`domain/error_mapping.py`).
 """
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ class EngineOutput:
     # With the last output of a capture: {"residual_stream": encoded tensor}.
     activations: dict | None = None
     # Where the engine's time went, in seconds, on the first and the last output
-    # (api/timing.py names them): "vllm" (our wrapper's call to this output),
+    # (domain/timing.py names them): "vllm" (our wrapper's call to this output),
     # "queue", "prefill", "decode". None from an engine that does not time itself.
     timing: dict[str, float] | None = None
 

@@ -5,7 +5,7 @@ The Runner deployment has one replica in a cluster, so these run once:
 - the spend sampler: every `spend_sample_s` it counts each model's replicas in
   Ray Serve, records what their GPUs cost over that span, and pauses new GPU
   work when the spend that the pause counts reaches `spend_pause_usd` (only an
-  admin's Clear lifts the pause: `ledger/spend.py`);
+  admin's Clear lifts the pause: `ledger/tokens/spend.py`);
 - the floor keeper: while a warm window of a model is on and the spend stop is
   off, it keeps one `keep_warm` call open on the model's Serve handle. Serve's
   autoscaler counts that call as an ongoing request, so the model keeps a floor
@@ -25,8 +25,9 @@ from datetime import datetime
 from typing import Any, Awaitable, Callable
 
 from deployments.catalog import Catalog
-from ledger import spend, warm
-from ledger.coltypes import utcnow
+from ledger.tokens import spend
+from ledger.tokens import warm
+from ledger.store.coltypes import utcnow
 
 log = logging.getLogger("acs.operations")
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from deployments.background.runner import Runner
 from deployments.operations import Operations
 from deployments.resident import Background
-from ledger.models import WorkKind
+from ledger.work.tables import WorkKind
 
 
 class RunnerServer:

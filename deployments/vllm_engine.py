@@ -157,7 +157,7 @@ def classify_failure(error: BaseException) -> Exception:
 
 
 class OutputClock:
-    """The engine's figures for api/timing.py, on the first and the last output only.
+    """The engine's figures for domain/timing.py, on the first and the last output only.
 
     queue, prefill and decode come from vLLM's RequestStateStats (`RequestOutput.metrics`,
     EngineCore monotonic timestamps); without them (stats off) from this wrapper's

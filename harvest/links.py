@@ -7,7 +7,7 @@ with an expiry, so they need no API key.
 
 The signature is HMAC-SHA256 over the canonical job id, the file name and the
 expiry, so changing any of them (or the signature) refuses the link. Pure
-functions: the secret and the base URL come from the caller (api.settings).
+functions: the secret and the base URL come from the caller (domain.settings).
 """
 from __future__ import annotations
 

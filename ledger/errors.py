@@ -28,7 +28,7 @@ class StatusChangeRefused(LedgerError):
 
 class KeyRefused(LedgerError):
     """The key check refused a request's key. The API answers each kind with
-    the 401 of the spec (`api/error_mapping.py`); the message is the spec's."""
+    the 401 of the spec (`domain/error_mapping.py`); the message is the spec's."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -121,7 +121,7 @@ class TokenRequestWaiting(LedgerError):
 # -- access (A): the App's sign-in, Applications, Invites and password links -----------------------
 
 class AccessRefused(LedgerError):
-    """A refusal of the App's access routes; the API maps each kind to its answer (api/error_mapping.py)."""
+    """A refusal of the App's access routes; the API maps each kind to its answer (domain/error_mapping.py)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

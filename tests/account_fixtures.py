@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from ledger import passwords
-from ledger.models import Role, User
+from ledger.accounts import passwords
+from ledger.accounts.tables import Role, User
 
 PASSWORD = "correct horse battery"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ledger.grants import grant, set_allowance, standing
-from ledger.keys import Principal, authenticate, create_api_key, create_user
+from ledger.tokens.grants import grant, set_allowance, standing
+from ledger.accounts.keys import Principal, authenticate, create_api_key, create_user
 
 
 async def principal(stack: Any) -> Principal:

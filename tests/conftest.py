@@ -22,18 +22,18 @@ import pytest  # noqa: E402
 import pytest_asyncio  # noqa: E402
 
 from api.app import create_app  # noqa: E402
-from api.inference.clients import LocalEngineClient  # noqa: E402
-from api.metrics.counts import Counts  # noqa: E402
-from api.metrics.tally import ProcessTally  # noqa: E402
-from api.services import Services  # noqa: E402
+from domain.inference.clients import LocalEngineClient  # noqa: E402
+from domain.metrics.counts import Counts  # noqa: E402
+from domain.metrics.tally import ProcessTally  # noqa: E402
+from domain.services import Services  # noqa: E402
 from cluster.composition import compose  # noqa: E402
-from api.settings import Settings  # noqa: E402
-from api.tokenizers import TokenizerRegistry  # noqa: E402
+from domain.settings import Settings  # noqa: E402
+from domain.tokenizers import TokenizerRegistry  # noqa: E402
 from deployments.catalog import load_catalog  # noqa: E402
-from ledger.db import make_engine, session_factory  # noqa: E402
-from ledger.keys import create_api_key, create_user  # noqa: E402
-from ledger.migrate import upgrade  # noqa: E402
-from ledger.pg_admin import ADMIN_DSN, recreate_database, sqlalchemy_url  # noqa: E402
+from ledger.store.db import make_engine, session_factory  # noqa: E402
+from ledger.accounts.keys import create_api_key, create_user  # noqa: E402
+from ledger.store.migrate import upgrade  # noqa: E402
+from ledger.store.pg_admin import ADMIN_DSN, recreate_database, sqlalchemy_url  # noqa: E402
 from tests.ledger_fixtures import DB_TAG  # noqa: E402
 
 # The loopback SMTP server of the browser tests; serve_instance points the ingress's mail at it.

@@ -21,11 +21,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from ledger.db import make_engine, session_factory
-from ledger.grants import grant, set_allowance
-from ledger.keys import create_api_key, create_user
-from ledger.migrate import upgrade
-from ledger.pg_admin import ADMIN_DSN, drop_database, recreate_database, sqlalchemy_url
+from ledger.store.db import make_engine, session_factory
+from ledger.tokens.grants import grant, set_allowance
+from ledger.accounts.keys import create_api_key, create_user
+from ledger.store.migrate import upgrade
+from ledger.store.pg_admin import ADMIN_DSN, drop_database, recreate_database, sqlalchemy_url
 
 # Test sessions that run side by side (one per worktree or helper) set a tag
 # so that neither drops the other's databases.
@@ -54,7 +54,7 @@ def run_in_thread(function: Callable[..., T], *args: Any) -> T:
 
 def command_line(config: Any, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
     """run(*argv): the admin command line on `config`, as (exit code, stdout, stderr)."""
-    from ledger import admin
+    from cluster.admin_cli import commands as admin
 
     def run(*argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -83,7 +83,7 @@ def pg_url() -> Iterator[str]:
 async def _empty_tables(url: str) -> None:
     from sqlmodel import SQLModel
 
-    import ledger.models  # noqa: F401 - every table in the metadata
+    import ledger.tables  # noqa: F401 - every table in the metadata
 
     engine = make_engine(url)
     try:

@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from sqlalchemy import delete
 
-from ledger.models import SpendSample, SpendStop, SpendStopChange, WarmWindow
+from ledger.tokens.tables import SpendSample, SpendStop, SpendStopChange, WarmWindow
 from tests.waiting import wait_until
 
 

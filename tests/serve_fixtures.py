@@ -48,7 +48,7 @@ def run_async(coroutine: Any) -> Any:
 
 
 async def _key(url: str, user: str) -> str:
-    from ledger.db import make_engine, session_factory
+    from ledger.store.db import make_engine, session_factory
 
     engine = make_engine(url)
     try:
@@ -60,7 +60,7 @@ async def _key(url: str, user: str) -> str:
 def read_ledger(database_url: str, read: Any) -> Any:
     """`await read(session)` on the ledger at `database_url`, from a (synchronous) test."""
     async def run() -> Any:
-        from ledger.db import make_engine, session_factory
+        from ledger.store.db import make_engine, session_factory
 
         engine = make_engine(database_url)
         try:

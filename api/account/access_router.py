@@ -7,18 +7,21 @@ from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Request, Response
 
-from api import errors
+from domain import errors
 from api.account import cookies
-from api.account.mailer import mail_base_url
+from domain.mail import mail_base_url
 from api.account.session import AccountDep, live_session
 from api.admin import bodies
 from api.client_address import client_address
-from api.completions.validation import text
-from api.error_mapping import access_refusals
-from ledger import access_links, app_sessions, keys, sign_in
-from ledger.access_tries import Family, count_try
-from ledger.applications import ApplicationForm, accept_invite, submit
-from ledger.mail import deliver_pending
+from domain.completions.validation import text
+from domain.error_mapping import access_refusals
+from ledger.accounts import access_links
+from ledger.accounts import app_sessions
+from ledger.accounts import keys
+from ledger.accounts import sign_in
+from ledger.accounts.access_tries import Family, count_try
+from ledger.accounts.applications import ApplicationForm, accept_invite, submit
+from ledger.accounts.mail import deliver_pending
 
 router = APIRouter(prefix="/account")
 log = logging.getLogger("acs.account")

@@ -9,7 +9,7 @@ import secrets
 
 from fastapi import Request
 
-from api import errors
+from domain import errors
 from api.account.cookies import CSRF_COOKIE, CSRF_HEADER
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

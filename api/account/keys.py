@@ -1,6 +1,6 @@
 """The App's API Keys page: the signed-in User's keys, made, renamed, paused, resumed and revoked.
 
-HTTP in and out; the logic is `ledger/operations/own_keys.py`. A key is shown whole only in the
+HTTP in and out; the logic is `domain/operations/own_keys.py`. A key is shown whole only in the
 answer that made it.
 """
 from __future__ import annotations
@@ -11,12 +11,12 @@ from fastapi import APIRouter, Request
 
 from api.account.session import AccountDep
 from api.admin import bodies, context
-from api.completions.validation import text
-from api.error_mapping import account_refusals
-from ledger import usage
-from ledger.keys import MAX_LIVE_KEYS
-from ledger.operations import own_keys
-from ledger.operations.documents import iso
+from domain.completions.validation import text
+from domain.error_mapping import account_refusals
+from ledger.tokens import usage
+from ledger.accounts.keys import MAX_LIVE_KEYS
+from domain.operations import own_keys
+from domain.operations.documents import iso
 
 router = APIRouter(prefix="/keys")
 KEY = "an API key id"

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request, Response
 
-from api import errors
+from domain import errors
 from api.account.cookies import SESSION_COOKIE, set_session_cookie
-from ledger import app_sessions
-from ledger.models import Role
+from ledger.accounts import app_sessions
+from ledger.accounts.tables import Role
 
 
 @dataclass(frozen=True)

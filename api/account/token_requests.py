@@ -9,12 +9,12 @@ from fastapi import APIRouter, Request
 from api.account.session import AccountDep
 from api.admin import bodies, context
 from api.auth import services_of
-from api.completions.validation import bad_type, text
-from api.error_mapping import account_refusals
-from api import errors
-from ledger.operations import token_requests
-from ledger.operations.documents import iso
-from ledger.token_request_models import TokenRequest
+from domain.completions.validation import bad_type, text
+from domain.error_mapping import account_refusals
+from domain import errors
+from domain.operations import token_requests
+from domain.operations.documents import iso
+from ledger.tokens.tables import TokenRequest
 
 router = APIRouter(prefix="/token-requests")
 FIELDS = ("tokens", "models", "project", "planned_usage", *token_requests.OPTIONAL)

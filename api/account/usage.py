@@ -2,7 +2,7 @@
 
 `GET /account/usage` counts `range` (today, last_7_days, last_30_days, this_month, last_month) or
 `from` and `to` (UTC days, at most 366), for one `key` or `model` when given; this month up to today by
-default. The counting is `ledger/usage_page.py`.
+default. The counting is `domain/operations/usage_page.py`.
 """
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from fastapi import APIRouter, Request
 from api.account.session import AccountDep
 from api.admin import bodies, context
 from api.auth import services_of
-from api.completions.validation import bad_value, text
-from api.error_mapping import account_refusals
-from api import errors
-from ledger import usage_page
-from ledger.operations import arguments, own_keys
-from ledger.operations.documents import iso
+from domain.completions.validation import bad_value, text
+from domain.error_mapping import account_refusals
+from domain import errors
+from domain.operations import usage_page
+from domain.operations import arguments, own_keys
+from domain.operations.documents import iso
 
 router = APIRouter()
 QUERY = ("range", "from", "to", "key", "model")

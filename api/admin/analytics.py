@@ -1,6 +1,6 @@
 """Admin routes of the Analytics tabs that the ledger can count: Users, Budget, Platform, Usage
 (the Spend tab is GET /v1/admin/spend). `from` and `to` are UTC days: this month up to today by
-default, at most 366 days. HTTP in and out; the counting is `ledger/analytics.py`."""
+default, at most 366 days. HTTP in and out; the counting is `ledger/tokens/analytics.py`."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,9 +9,9 @@ from fastapi import APIRouter, Request
 
 from api.admin import bodies, context
 from api.auth import AdminDep, services_of
-from api.completions.validation import text
-from api.error_mapping import ledger_refusals
-from ledger.operations import analytics_tabs
+from domain.completions.validation import text
+from domain.error_mapping import ledger_refusals
+from domain.operations import analytics_tabs
 
 router = APIRouter(prefix="/v1/admin/analytics")
 DAYS = ("from", "to")

@@ -1,7 +1,7 @@
 """Reading an admin route's JSON body, path ids and query strictly, as the rest of the API reads its own.
 
 An unknown field is a 400 with the field as `param`; `null` stands for a field's default.
-The values go through the same readers as the command line's (`ledger.operations.arguments`),
+The values go through the same readers as the command line's (`domain.operations.arguments`),
 so both accept `50K` for tokens and `Hiring 2026 08` for a tag.
 """
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 
-from api import errors
+from domain import errors
 from api.auth import services_of
 from api.body import parse_json, read_capped
-from api.completions.validation import Msg, bad_type, bad_value, reject_unknown_fields, text
-from api.error_mapping import ledger_refusals
-from ledger.operations import arguments
+from domain.completions.validation import Msg, bad_type, bad_value, reject_unknown_fields, text
+from domain.error_mapping import ledger_refusals
+from domain.operations import arguments
 
 T = TypeVar("T")
 EXAMPLE_ID = "01a12e70-9370-7a9b-87d6-4c3d2621969e"

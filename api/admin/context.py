@@ -5,9 +5,9 @@ from typing import Any
 
 from fastapi import Request
 
-from api.admin.platform import platform_of
+from domain.operations.platform_settings import platform_of
 from api.auth import services_of
-from ledger.operations.platform import Platform
+from domain.operations.platform import Platform
 
 
 def platform(request: Request) -> Platform:

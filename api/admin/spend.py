@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 
 from api.admin import bodies, context
 from api.auth import AdminDep
-from api.error_mapping import ledger_refusals
-from ledger.operations import documents, spend_page
+from domain.error_mapping import ledger_refusals
+from domain.operations import documents, spend_page
 
 router = APIRouter(prefix="/v1/admin/spend")
 

@@ -6,10 +6,10 @@ from fastapi import APIRouter, Request
 
 from api.admin import bodies, context
 from api.auth import AdminDep
-from api.completions.validation import bad_value, text
-from api.error_mapping import ledger_refusals
-from ledger.models import Role, Standing
-from ledger.operations import api_keys, documents, tokens, usage_report, users
+from domain.completions.validation import bad_value, text
+from domain.error_mapping import ledger_refusals
+from ledger.accounts.tables import Role, Standing
+from domain.operations import api_keys, documents, tokens, usage_report, users
 
 router = APIRouter(prefix="/v1/admin/users")
 USER = "a User id"

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Request
 
 from api.admin import bodies, context
 from api.auth import AdminDep, services_of
-from api.completions.validation import bad_type, integer, text
-from api.error_mapping import ledger_refusals
-from ledger.operations import arguments, documents, warm_windows
+from domain.completions.validation import bad_type, integer, text
+from domain.error_mapping import ledger_refusals
+from domain.operations import arguments, documents, warm_windows
 
 router = APIRouter(prefix="/v1/admin/warm-windows")
 WINDOW = "a warm window id"

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from api import errors
+from domain import errors
 from api.auth import WorkKeyDep, services_of
 from api.body import read_capped, read_json
-from api.completions.service import CompletionService
+from domain.completions.service import CompletionService
 from api.errors_http import request_id_of
-from api.idempotency import idempotency_key
-from api.timing import stage
+from domain.idempotency import idempotency_key
+from domain.timing import stage
 
 router = APIRouter()
 

@@ -8,7 +8,7 @@ from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 from fastapi.responses import StreamingResponse
 
-from api import errors
+from domain import errors
 
 KEEPALIVE = b": keepalive\n\n"
 DONE = b"data: [DONE]\n\n"

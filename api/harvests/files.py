@@ -6,7 +6,7 @@ The link is checked first (harvest/links.py): a malformed, altered or expired
 one gets 403 and reaches no storage. Then the file streams from
 HarvestStorage in chunks, whole (200) or one byte range (206; 416 when none
 of it is in the file). The links themselves are made at each read of a done
-harvest (api/harvests/views.py, harvest.links.signed_urls).
+harvest (domain/harvests/views.py, harvest.links.signed_urls).
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from fastapi.responses import Response, StreamingResponse
 from pyarrow import fs
 from starlette.concurrency import run_in_threadpool
 
-from api import errors
+from domain import errors
 from api.auth import services_of
-from api.settings import Settings
+from domain.settings import Settings
 from harvest.links import LinkRefused, verify
 from harvest.storage import HarvestStorage
 

@@ -1,4 +1,4 @@
-"""The harvest routes: HTTP in and out; the logic is in api/harvests/service.py."""
+"""The harvest routes: HTTP in and out; the logic is in domain/harvests/service.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Request
 
 from api.auth import ApiKeyDep, WorkKeyDep, services_of
 from api.body import read_json
-from api.harvests.service import HarvestService, LongPolls
-from api.idempotency import idempotency_key
-from ledger.coltypes import utcnow
+from domain.harvests.service import HarvestService, LongPolls
+from domain.idempotency import idempotency_key
+from ledger.store.coltypes import utcnow
 
 router = APIRouter()
 

@@ -50,8 +50,8 @@ RUNNER_NAMES = {"job": "jobs", "node": "nodes", "harvest": "harvests", "run": "r
 async def runners_check(services: Any) -> tuple[list[dict[str, Any]], list[str]]:
     """Each kind of background work: how many run, how long ago a Runner checked in;
     and a degraded reason when work waits and no Runner checked in for two leases."""
-    from ledger.coltypes import utcnow
-    from ledger.work import queue_states
+    from ledger.store.coltypes import utcnow
+    from ledger.work.queue import queue_states
 
     try:
         async with asyncio.timeout(services.settings.health_timeout_s):

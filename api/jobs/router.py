@@ -1,12 +1,12 @@
-"""The completion-jobs routes: HTTP in and out; the logic is in api/jobs/service.py."""
+"""The completion-jobs routes: HTTP in and out; the logic is in domain/jobs/service.py."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
 from api.auth import ApiKeyDep, WorkKeyDep, services_of
 from api.body import read_json
-from api.idempotency import idempotency_key
-from api.jobs.service import JobService
+from domain.idempotency import idempotency_key
+from domain.jobs.service import JobService
 
 router = APIRouter()
 

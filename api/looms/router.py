@@ -1,5 +1,5 @@
-"""The Loom routes: HTTP in and out. The logic: api/looms/service.py (the Loom, Branch, stop),
-api/looms/changes.py (the tree's edits), api/looms/files.py (export, import), api/looms/stream.py."""
+"""The Loom routes: HTTP in and out. The logic: domain/looms/service.py (the Loom, Branch, stop),
+domain/looms/changes.py (the tree's edits), domain/looms/files.py (export, import), domain/looms/stream.py."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
@@ -7,9 +7,11 @@ from fastapi import APIRouter, Request
 from api.auth import ApiKeyDep, WorkKeyDep, services_of
 from api.body import read_json
 from api.errors_http import request_id_of
-from api.idempotency import idempotency_key
-from api.looms import changes, files, stream
-from api.looms.service import LoomService, parse_id
+from domain.idempotency import idempotency_key
+from domain.looms import changes
+from domain.looms import files
+from domain.looms import stream
+from domain.looms.service import LoomService, parse_id
 
 router = APIRouter()
 

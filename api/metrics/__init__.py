@@ -26,7 +26,7 @@ Ours, read at each scrape (`scrape`), so nothing is counted twice:
   gateways), `acs_breaker_state` (0 closed, 1 half-open, 2 open) and `acs_breaker_failures` per
   model, `acs_line_requests{state}` and `acs_line_longest{state}` (its requests in the per-key
   lines: waiting, running). With several ingress replicas each scrape shows one of them;
-- from the ledger (`ledger.gauges`, read at most every ACS_METRICS_LEDGER_CACHE_S, the same on
+- from the ledger (`ledger.tokens.gauges`, read at most every ACS_METRICS_LEDGER_CACHE_S, the same on
   every replica): `acs_holds_running{model,source}`, `acs_work{kind,status}`,
   `acs_harvest_prompts{model}` and `acs_harvest_prompts_done{model}` (running harvests),
   `acs_gpu_spend_usd_24h`, `acs_spend_stop_locked`, and `acs_ledger_read_ok` (0: the ledger

@@ -5,7 +5,7 @@ import asyncio
 import time
 from typing import Any
 
-from api.metrics.request_model import request_model
+from domain.metrics.request_model import request_model
 
 UNMATCHED = "unmatched"  # no route took the path: raw paths would make a series each
 CLIENT_CLOSED = "499"  # nginx's status for a client that left before the answer started

@@ -2,7 +2,7 @@
 
 With ACS_METRICS_TOKEN set, a scrape sends `Authorization: Bearer <token>`.
 Empty, the route is open: only in development, as the settings refuse to start
-without a token elsewhere (api/settings.py, check_metrics_token).
+without a token elsewhere (domain/settings.py, check_metrics_token).
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
-from api import errors
+from domain import errors
 from api.auth import services_of
 from api.client_address import client_address
-from api.metrics.scrape import LedgerReadings, scrape_registry
+from domain.metrics.scrape import LedgerReadings, scrape_registry
 
 router = APIRouter()
 

@@ -5,7 +5,7 @@ from fastapi import APIRouter, Request
 from starlette.convertors import PathConvertor, register_url_convertor
 
 from api.auth import ApiKeyDep, services_of
-from api.models.service import model_json, model_status
+from domain.models import model_json, model_status
 
 router = APIRouter()
 

@@ -11,8 +11,9 @@ import uuid
 from datetime import timedelta
 from typing import Awaitable, Callable, Protocol
 
-from ledger import work as queue
-from ledger.models import Counting, UsageStatus, Work, WorkKind
+from ledger.work import queue as queue
+from ledger.tokens.tables import Counting, UsageStatus
+from ledger.work.tables import Work, WorkKind
 
 
 class WorkLost(Exception):
@@ -25,7 +26,7 @@ class AttemptHold:
     The request calls `attach` once it holds tokens (the row records the
     Hold, or the attempt is lost) and `end` where a foreground request would
     end its Hold; the Runner writes that end with the result, in one
-    transaction (`ledger.work.finish`), so an attempt is charged once and
+    transaction (`ledger.work.queue.finish`), so an attempt is charged once and
     keeps its answer. An attempt that never ends its Hold releases it.
     """
 

@@ -1,4 +1,4 @@
-"""The Runner: runs background work from the ledger's queues (`ledger/work.py`).
+"""The Runner: runs background work from the ledger's queues (`ledger/work/queue.py`).
 
 One Runner per process; several processes (Serve replicas) may run at once.
 Each kind of work has a handler (`kinds.WorkHandler`) that the composition
@@ -30,13 +30,13 @@ from datetime import timedelta
 from typing import Any, Awaitable, Callable
 
 from deployments.background.kinds import AttemptHold, WorkHandler, WorkLost
-from ledger import work as queue
-from ledger.coltypes import utcnow
-from ledger.idempotency import purge_expired
-from ledger.looms import erase_deleted
-from ledger.mail import Mailer, deliver_pending
-from ledger.models import Work, WorkKind
-from ledger.survive import survive
+from ledger.work import queue as queue
+from ledger.store.coltypes import utcnow
+from ledger.work.idempotency import purge_expired
+from ledger.work.looms import erase_deleted
+from ledger.accounts.mail import Mailer, deliver_pending
+from ledger.work.tables import Work, WorkKind
+from ledger.store.survive import survive
 
 log = logging.getLogger("acs.runner")
 

@@ -19,7 +19,8 @@ from sqlmodel import select
 
 from deployments.catalog import load_catalog
 from deployments.tensor_codec import decode
-from ledger.models import Hold, Work
+from ledger.tokens.tables import Hold
+from ledger.work.tables import Work
 from tests.hf_reference import reference
 from tests.programs import run_program
 from tests.serve_fixtures import ServeInstance, run_async
@@ -85,7 +86,7 @@ def shards(result: dict) -> dict[str, torch.Tensor]:
 
 def holds(serve_instance: ServeInstance, job_id: str) -> list[Any]:
     async def read() -> list[Any]:
-        from ledger.db import make_engine, session_factory
+        from ledger.store.db import make_engine, session_factory
 
         engine = make_engine(serve_instance.database_url)
         try:

@@ -16,7 +16,8 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from ledger.models import Hold, Work
+from ledger.tokens.tables import Hold
+from ledger.work.tables import Work
 from tests.programs import program_file
 from tests.serve_fixtures import ServeInstance, kill_runner
 

@@ -23,7 +23,8 @@ import pytest
 from sqlmodel import select
 
 from deployments.catalog import load_model_spec
-from ledger.models import Hold, LoomNode, Work
+from ledger.tokens.tables import Hold
+from ledger.work.tables import LoomNode, Work
 from tests.serve_fixtures import ServeInstance, kill_runner
 from tests.spec import spec_docs, validate
 

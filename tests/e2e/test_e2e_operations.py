@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 from sqlmodel import select
 
-from ledger.models import SpendSample
+from ledger.tokens.tables import SpendSample
 from tests.serve_fixtures import ServeInstance, run_async
 
 # The sampler counts at the Runner's start, then each ACS_SPEND_SAMPLE_S (60 s).
@@ -24,7 +24,7 @@ def stack(serve_instance: ServeInstance) -> Iterator[str]:
 
 def samples(serve_instance: ServeInstance) -> list[Any]:
     async def read() -> list[Any]:
-        from ledger.db import make_engine, session_factory
+        from ledger.store.db import make_engine, session_factory
 
         engine = make_engine(serve_instance.database_url)
         try:

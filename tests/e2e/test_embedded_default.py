@@ -264,7 +264,7 @@ def test_a_sigkill_of_the_one_replica_releases_the_hold_and_leaves_no_engine_beh
 
     from sqlmodel import select
 
-    from ledger.models import Hold
+    from ledger.tokens.tables import Hold
 
     def replica() -> psutil.Process | None:
         found = platform.replicas()

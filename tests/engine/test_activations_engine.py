@@ -63,7 +63,7 @@ async def test_a_stream_carries_the_activations_in_a_last_chunk(real_stack: Any)
 
 
 async def test_a_misfit_answer_is_502_and_costs_nothing(real_stack: Any, monkeypatch: Any) -> None:
-    from api.completions.assembly import CompletionAssembly
+    from domain.completions.assembly import CompletionAssembly
     from tests.accounts import left
 
     original = CompletionAssembly.add

@@ -185,7 +185,7 @@ async def test_two_hundred_requests_never_spend_more_than_there_is(real_stack: A
     gets 429 budget_exceeded, and what they settle never passes what the User had."""
     import asyncio
 
-    from api.traffic.limits import TrafficSettings, traffic_from_settings
+    from domain.traffic.limits import TrafficSettings, traffic_from_settings
     from tests.accounts import left, set_tokens
 
     # The per-key line would answer queue_full past 16 + 64: give this test room.

@@ -1,10 +1,10 @@
-"""The engine's part of Server-Timing (api/timing.py) on the real vLLM engine: vLLM's own
+"""The engine's part of Server-Timing (domain/timing.py) on the real vLLM engine: vLLM's own
 queue, prefill and decode come back over the engine boundary."""
 from __future__ import annotations
 
 from typing import Any
 
-from api.timing import parse
+from domain.timing import parse
 
 SKY = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 8, "temperature": 0}
 

@@ -30,10 +30,10 @@ import pytest
 from sqlalchemy import text
 
 from deployments.engine import EngineOutput, EngineRefused, GenerateRequest
-from ledger import passwords
-from ledger.grants import set_allowance
-from ledger.keys import create_api_key
-from ledger.models import User
+from ledger.accounts import passwords
+from ledger.tokens.grants import set_allowance
+from ledger.accounts.keys import create_api_key
+from ledger.accounts.tables import User
 from tests.fakes import FakeEngine
 from tests.spec import validate
 
@@ -177,7 +177,7 @@ class LiveServer:
 @dataclass
 class InferenceFakeEngine(FakeEngine):
     """The FakeEngine with Inference's own check of a prompt's token ids: vLLM refuses an id outside the
-    vocabulary, negative ones too, with a 400 that the API passes on (api/completions/validation.py
+    vocabulary, negative ones too, with a 400 that the API passes on (domain/completions/validation.py
     leaves that check to it). Without it, ids that never get past Inference reach the API's decoding of
     an echoed prompt, where a negative one is an OverflowError."""
 
@@ -193,9 +193,9 @@ class InferenceFakeEngine(FakeEngine):
 
 
 async def _stack() -> tuple[Any, Any]:
-    from api.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
+    from domain.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
     from deployments.catalog import load_catalog
-    from ledger.db import make_engine, session_factory
+    from ledger.store.db import make_engine, session_factory
     from tests.conftest import SHARED_TOKENIZERS, build_stack, fresh_postgres
 
     vocab_size = SHARED_TOKENIZERS.get(load_catalog("test").models["tiny-llama"]).vocab_size

@@ -12,14 +12,16 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from ledger import access_links, app_sessions, applications
-from ledger.access_models import Application, ApplicationStatus, AppSession, LinkPurpose
-from ledger.applications import ApplicationForm
-from ledger.grants import standing
-from ledger.keys import ACCOUNT_SUSPENDED, create_api_key
-from ledger.mail import deliver_pending
-from ledger.models import Role, Standing, User, UserTag
-from ledger.operations.users import set_standing
+from ledger.accounts import access_links
+from ledger.accounts import app_sessions
+from ledger.accounts import applications
+from ledger.accounts.tables import Application, ApplicationStatus, AppSession, LinkPurpose
+from ledger.accounts.applications import ApplicationForm
+from ledger.tokens.grants import standing
+from ledger.accounts.keys import ACCOUNT_SUSPENDED, create_api_key
+from ledger.accounts.mail import deliver_pending
+from ledger.accounts.tables import Role, Standing, User, UserTag
+from domain.operations.users import set_standing
 from tests.account_fixtures import PASSWORD, browser_client, make_user, signed_in
 
 START = datetime(2026, 5, 4, 9, 0, tzinfo=timezone.utc)

@@ -21,19 +21,21 @@ from aiosmtpd.controller import Controller
 from pydantic import SecretStr
 from sqlmodel import select
 
-from api.account.mailer import mail_base_url, mailer_of
-from api.settings import Settings
+from domain.mail import mail_base_url, mailer_of
+from domain.settings import Settings
 from cluster.embedded import own_url
 from deployments.background.runner import Runner
-from ledger import admin, applications, passwords
-from ledger.access_links import make_invite
-from ledger.access_models import Application, ApplicationStatus, MailOutbox, PasswordLink
-from ledger.coltypes import utcnow
-from ledger.applications import ApplicationForm
-from ledger.db import make_engine, session_factory
-from ledger.grants import standing
-from ledger.mail import MAX_TRIES, RETRY_WINDOW, OutboxFolderMailer, SmtpMailer, deliver_pending, queue_mail
-from ledger.models import Standing, User, UserTag
+from cluster.admin_cli import commands as admin
+from ledger.accounts import applications
+from ledger.accounts import passwords
+from ledger.accounts.access_links import make_invite
+from ledger.accounts.tables import Application, ApplicationStatus, MailOutbox, PasswordLink
+from ledger.store.coltypes import utcnow
+from ledger.accounts.applications import ApplicationForm
+from ledger.store.db import make_engine, session_factory
+from ledger.tokens.grants import standing
+from ledger.accounts.mail import MAX_TRIES, RETRY_WINDOW, OutboxFolderMailer, SmtpMailer, deliver_pending, queue_mail
+from ledger.accounts.tables import Standing, User, UserTag
 from tests.account_fixtures import browser_client
 from tests.ledger_fixtures import command_line, db_url, pg_url, run_async  # noqa: F401
 
@@ -275,7 +277,7 @@ async def every_value(sessions: Any) -> str:
     """Each value of each row of each of the ledger's tables, as one text: what a reader of the database sees."""
     from sqlmodel import SQLModel
 
-    import ledger.models  # noqa: F401 - every table in the metadata
+    import ledger.tables  # noqa: F401 - every table in the metadata
 
     async with sessions() as session:
         found = [str(tuple(row)) for table in SQLModel.metadata.sorted_tables

@@ -15,8 +15,8 @@ import httpx
 import pytest
 import uvicorn
 
-from api.settings import Settings
-from api.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
+from domain.settings import Settings
+from domain.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
 from tests.account_fixtures import PASSWORD, browser_client, make_user, random_address
 from tests.spec import assert_error
 from tests.unit.test_account_access import FORM, Clock, error_of, unique_email

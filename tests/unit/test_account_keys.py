@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from ledger import grants
-from ledger.keys import ACCOUNT_SUSPENDED, KEY_DISABLED, KEY_REVOKED, TOO_MANY_KEYS
-from ledger.models import Standing, User
+from ledger.tokens import grants
+from ledger.accounts.keys import ACCOUNT_SUSPENDED, KEY_DISABLED, KEY_REVOKED, TOO_MANY_KEYS
+from ledger.accounts.tables import Standing, User
 from tests.own_account import sign_in
 from tests.spec import assert_error
 

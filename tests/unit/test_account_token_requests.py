@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from ledger import admin
-from ledger.operations.arguments import MAX_TOKENS
+from cluster.admin_cli import commands as admin
+from domain.operations.arguments import MAX_TOKENS
 from tests.ledger_fixtures import command_line
 from tests.own_account import OwnAccount, sign_in
 from tests.spec import assert_error

@@ -12,10 +12,10 @@ from datetime import date, datetime, timedelta, timezone
 import pytest
 from sqlalchemy import update
 
-from ledger import grants
-from ledger.coltypes import utcnow
-from ledger.models import Counting, Hold, UsageStatus
-from ledger.tokens import HoldAsk, end_hold, month_of, take_hold
+from ledger.tokens import grants
+from ledger.store.coltypes import utcnow
+from ledger.tokens.tables import Counting, Hold, UsageStatus
+from ledger.tokens.holds import HoldAsk, end_hold, month_of, take_hold
 from tests.own_account import OwnAccount, sign_in
 from tests.spec import assert_error
 

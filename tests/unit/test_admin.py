@@ -18,14 +18,16 @@ import pytest
 import pytest_asyncio
 from sqlmodel import select
 
-from api.settings import Settings, get_settings
+from domain.settings import Settings, get_settings
 from cluster import admin as admin_entry
-from ledger import admin, keys
-from ledger.db import REPO_ROOT, default_database_url, make_engine, session_factory
-from ledger.grants import standing
-from ledger.models import ApiKey, Counting, Grant, UsageStatus
-from ledger.spend import spend_stop
-from ledger.tokens import HoldAsk, Held, end_hold, take_hold
+from cluster.admin_cli import commands as admin
+from ledger.accounts import keys
+from ledger.store.db import REPO_ROOT, default_database_url, make_engine, session_factory
+from ledger.tokens.grants import standing
+from ledger.accounts.tables import ApiKey
+from ledger.tokens.tables import Counting, Grant, UsageStatus
+from ledger.tokens.spend import spend_stop
+from ledger.tokens.holds import HoldAsk, Held, end_hold, take_hold
 from tests.ledger_fixtures import command_line, db_url, pg_url, run_in_thread  # noqa: F401
 
 TOO_MANY_KEYS = "You have 10 API keys, the most that a User may have. Delete one to make another."
@@ -365,7 +367,7 @@ async def test_usage_refusals(cli):
 
 # Background work ----------------------------------------------------------------------
 async def alice_with_a_queued_job(cli, money):
-    from ledger.models import Work
+    from ledger.work.tables import Work
 
     (key_id,) = make_user(cli, "alice", "laptop")
     alice = await user_id(money, "alice")
@@ -377,7 +379,7 @@ async def alice_with_a_queued_job(cli, money):
 
 
 async def test_work_list_cancel_and_capacity(cli, money):
-    from ledger.models import Work, WorkQueue, WorkStatus
+    from ledger.work.tables import Work, WorkQueue, WorkStatus
 
     alice, key_id = await alice_with_a_queued_job(cli, money)
     (row,) = table(ok(cli, "work", "list", "--user", "alice"))
@@ -560,7 +562,7 @@ def test_admin_config_from_settings():
         "sqlite+aiosqlite:///x.db")
 
 
-@pytest.mark.parametrize("module", ["ledger/admin.py", "ledger/db.py"])
+@pytest.mark.parametrize("module", ["cluster/admin_cli/commands.py", "ledger/store/db.py"])
 def test_the_ledgers_admin_reads_no_settings(module):
     """Layers point down: the ledger imports nothing of `api` (DESIGN.md, "Layers")."""
     tree = ast.parse((REPO_ROOT / module).read_text())
@@ -639,7 +641,7 @@ async def test_warm_add_now_list_and_remove(priced_cli):
 
 
 async def test_spend_show_has_the_last_24_hours_by_model_and_the_changes(priced_cli, money):
-    from ledger.spend import Sample, record_samples
+    from ledger.tokens.spend import Sample, record_samples
 
     cli = priced_cli
     ok(cli, "spend", "clear")
@@ -663,7 +665,7 @@ async def test_spend_show_has_the_last_24_hours_by_model_and_the_changes(priced_
         async with money() as session:  # on PostgreSQL the samples outlive the test: take them back
             from sqlalchemy import delete
 
-            from ledger.models import SpendSample
+            from ledger.tokens.tables import SpendSample
             await session.execute(delete(SpendSample).where(SpendSample.at == NOW - timedelta(minutes=1)))
             await session.commit()
 

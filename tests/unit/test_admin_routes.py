@@ -17,13 +17,14 @@ import pytest
 import pytest_asyncio
 
 from api.app import create_app
-from ledger import admin as cli
-from ledger.coltypes import utcnow
-from ledger.db import make_engine, session_factory
-from ledger.keys import create_api_key, create_user
-from ledger.models import Counting, Role, UsageSource, UsageStatus
-from ledger.spend import Sample, record_samples
-from ledger.tokens import Held, HoldAsk, end_hold, take_hold
+from cluster.admin_cli import commands as cli
+from ledger.store.coltypes import utcnow
+from ledger.store.db import make_engine, session_factory
+from ledger.accounts.keys import create_api_key, create_user
+from ledger.accounts.tables import Role
+from ledger.tokens.tables import Counting, UsageSource, UsageStatus
+from ledger.tokens.spend import Sample, record_samples
+from ledger.tokens.holds import Held, HoldAsk, end_hold, take_hold
 from tests.conftest import build_stack, fresh_postgres
 from tests.fakes import FakeEngine
 from tests.ledger_fixtures import empty_ledger, run_in_thread

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from api.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
-from ledger.grants import standing
-from ledger.keys import (
+from domain.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
+from ledger.tokens.grants import standing
+from ledger.accounts.keys import (
     ACCOUNT_SUSPENDED, KEY_DISABLED, KEY_REVOKED, Principal, set_key_status, set_standing,
 )
-from ledger.models import KeyStatus, Standing
-from ledger.spend import set_spend_stop
+from ledger.accounts.tables import KeyStatus, Standing
+from ledger.tokens.spend import set_spend_stop
 from tests.accounts import left, principal, set_tokens
 from tests.spec import assert_error
 
@@ -185,6 +185,6 @@ async def until(read: Any, done: Any, timeout_s: float = 30.0) -> None:
 
 
 async def _suspend(session: Any, who: Principal) -> None:
-    from ledger.models import User
+    from ledger.accounts.tables import User
 
     await set_standing(session, await session.get(User, who.user_id), Standing.suspended)

@@ -12,8 +12,8 @@ import pytest
 from sqlmodel import select
 
 from deployments.engine import EngineDead, EngineOutOfMemory, EngineRefused
-from ledger.keys import hash_key, set_key_status, set_standing
-from ledger.models import ApiKey, KeyStatus, Standing, User
+from ledger.accounts.keys import hash_key, set_key_status, set_standing
+from ledger.accounts.tables import ApiKey, KeyStatus, Standing, User
 from tests.conftest import new_key
 from tests.spec import assert_error, validate
 from tests.waiting import wait_until

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from ledger.models import ApiKey, Loom
+from ledger.accounts.tables import ApiKey
+from ledger.work.tables import Loom
 from tests.own_account import sign_in
 from tests.spec import assert_error
 

@@ -3,7 +3,8 @@ drivers' paths back however its block ends."""
 import pytest
 
 from bench.api_cpu import arm, stages_of
-from ledger import driver_sql, sqlite_driver
+from ledger.store import driver_sql
+from ledger.store import sqlite_driver
 
 
 def test_a_server_timing_header_gives_each_stage_its_milliseconds() -> None:

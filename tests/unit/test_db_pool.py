@@ -11,10 +11,10 @@ from sqlalchemy import event
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlmodel import select
 
-from api import errors
-from api.error_mapping import as_api_error
-from ledger.db import make_engine, session_factory
-from ledger.models import Hold
+from domain import errors
+from domain.error_mapping import as_api_error
+from ledger.store.db import make_engine, session_factory
+from ledger.tokens.tables import Hold
 from tests.conftest import build_stack
 from tests.fakes import FakeEngine
 from tests.spec import assert_error

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from api.settings import Settings
+from domain.settings import Settings
 from cluster import embedded
 from tests.ledger_fixtures import run_async
 

@@ -1,5 +1,5 @@
 """Harvest download links: HMAC signing and its refusals (harvest/links.py), the
-link settings (api/settings.py), and the download route with HTTP Range
+link settings (domain/settings.py), and the download route with HTTP Range
 (api/harvests/files.py), in process and with real curl as the cookbook runs it."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import pytest
 from pydantic import SecretStr
 
 from api.harvests import files
-from api.settings import DEV_HARVEST_LINK_SECRET, Settings
+from domain.settings import DEV_HARVEST_LINK_SECRET, Settings
 from harvest import links
 from harvest.link_secret import local_secret
 from harvest.links import LinkRefused, file_names, signed_url, verify
@@ -192,7 +192,7 @@ def test_verify_compares_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> No
 
 PRODUCTION_LEDGER = "postgresql+asyncpg://acs@db.internal:5432/acs"
 PRODUCTION_REDIS = "redis://redis.internal:6379/0"
-# What else a production start needs (api/settings.py refuses each empty).
+# What else a production start needs (domain/settings.py refuses each empty).
 PRODUCTION = dict(database_url=PRODUCTION_LEDGER, redis_url=PRODUCTION_REDIS, metrics_token=SecretStr("m" * 64),
                   public_base_url="https://api.example.org")
 UNSET = re.compile(r"ACS_HARVEST_LINK_SECRET is not set, and ACS_ENVIRONMENT is .*: every ingress replica "

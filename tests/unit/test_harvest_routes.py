@@ -28,16 +28,18 @@ from sqlmodel import select
 
 from api.app import EXPOSED_HEADERS
 from api.harvests.router import HarvestRoutes
-from api.harvests.validation import decode_projection
+from domain.harvests.validation import decode_projection
 from deployments.catalog import Catalog
 from harvest.links import verify
-from ledger import admin
-from ledger.coltypes import utcnow
-from ledger.grants import set_allowance
-from ledger.keys import authenticate
-from ledger.models import Harvest, Hold, HoldState, MonthlyUsage, UsageSource, User, Work, WorkStatus
-from ledger.spend import set_spend_stop
-from ledger.tokens import HoldAsk, Held, month_of, take_hold
+from cluster.admin_cli import commands as admin
+from ledger.store.coltypes import utcnow
+from ledger.tokens.grants import set_allowance
+from ledger.accounts.keys import authenticate
+from ledger.accounts.tables import User
+from ledger.tokens.tables import Hold, HoldState, MonthlyUsage, UsageSource
+from ledger.work.tables import Harvest, Work, WorkStatus
+from ledger.tokens.spend import set_spend_stop
+from ledger.tokens.holds import HoldAsk, Held, month_of, take_hold
 from tests.accounts import another_key, principal
 from tests.ledger_fixtures import run_in_thread
 from tests.spec import assert_error, validate

@@ -15,11 +15,13 @@ import pytest_asyncio
 from sqlalchemy import delete
 from sqlmodel import select
 
-from api.harvests.handler import LOST, TOKENS_SHORT, UNAUTHENTICATED, HarvestHandler
+from domain.harvests.handler import LOST, TOKENS_SHORT, UNAUTHENTICATED, HarvestHandler
 from cluster.composition import compose
 from deployments.background.runner import Runner, RunnerTimes
-from ledger.keys import set_key_status
-from ledger.models import Harvest, Hold, HoldState, KeyStatus, Work, WorkKind
+from ledger.accounts.keys import set_key_status
+from ledger.accounts.tables import KeyStatus
+from ledger.tokens.tables import Hold, HoldState
+from ledger.work.tables import Harvest, Work, WorkKind
 from tests.accounts import left, principal, set_tokens
 
 pytestmark = pytest.mark.postgres

@@ -11,19 +11,19 @@ import textwrap
 import time
 from typing import Any
 
-from api.budget import TokenLedger
-from ledger.db import make_engine, session_factory
-from ledger.grants import grant, set_allowance, standing
-from ledger.keys import create_api_key, create_user
+from domain.budget import TokenLedger
+from ledger.store.db import make_engine, session_factory
+from ledger.tokens.grants import grant, set_allowance, standing
+from ledger.accounts.keys import create_api_key, create_user
 from tests.conftest import fresh_postgres
 
 LEASE_S = 2.0
 
 VICTIM = textwrap.dedent("""
     import asyncio, sys, uuid
-    from api.budget import TokenLedger
-    from ledger.db import make_engine, session_factory
-    from ledger.tokens import HoldAsk
+    from domain.budget import TokenLedger
+    from ledger.store.db import make_engine, session_factory
+    from ledger.tokens.holds import HoldAsk
 
     async def main(url, user_id, key_id):
         engine = make_engine(url)
@@ -85,7 +85,7 @@ async def test_a_live_process_keeps_its_holds() -> None:
     sessions = session_factory(engine)
     try:
         user_id, key_id = await _user(sessions)
-        from ledger.tokens import HoldAsk
+        from ledger.tokens.holds import HoldAsk
 
         ledger = TokenLedger(sessions, sessions, request_url="x", default_allowance=0, lease_s=LEASE_S)
         await ledger.hold(HoldAsk(user_id=user_id, key_id=key_id, model="m", prompt_tokens=4, choices=1,

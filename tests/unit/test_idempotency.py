@@ -14,17 +14,17 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.requests import Request as StarletteRequest
 
-from api import errors
+from domain import errors
 from api.errors_http import install_error_handlers
-from api.idempotency import (
+from domain.idempotency import (
     CONFLICT, CONFLICT_ROUTE, NO_ANSWER, RUNNING, Idempotency, idempotency_key, replay_response,
 )
-from ledger import idempotency as records
-from ledger.coltypes import utcnow
-from ledger.idempotency import (
+from ledger.work import idempotency as records
+from ledger.store.coltypes import utcnow
+from ledger.work.idempotency import (
     RUNNING_ABANDONED_AFTER, Conflict, InProgress, NoAnswer, Replay, Started, request_hash,
 )
-from ledger.keys import create_api_key, create_user
+from ledger.accounts.keys import create_api_key, create_user
 from tests.ledger_fixtures import db_url, pg_url, sessions  # noqa: F401
 
 COMPLETIONS = "POST /v1/completions"
@@ -294,8 +294,8 @@ async def test_a_record_running_past_any_request_counts_as_abandoned(sessions) -
     """A request whose process died never ends its record: the key is not stuck for 24 hours."""
     from datetime import timedelta
 
-    from ledger.idempotency import RUNNING_ABANDONED_AFTER, Started, begin
-    from ledger.keys import create_user
+    from ledger.work.idempotency import RUNNING_ABANDONED_AFTER, Started, begin
+    from ledger.accounts.keys import create_user
 
     async with sessions() as session:
         user = await create_user(session, "abandoned")

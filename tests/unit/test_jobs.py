@@ -21,11 +21,13 @@ from sqlmodel import select
 
 from cluster.composition import build_runner, compose
 from deployments.background.runner import Runner
-from ledger.coltypes import utcnow
-from ledger.grants import set_allowance
-from ledger.keys import Principal, authenticate, set_key_status, set_standing
-from ledger.models import Harvest, Hold, HoldState, KeyStatus, Standing, User, Work, WorkStatus
-from ledger.spend import set_spend_stop
+from ledger.store.coltypes import utcnow
+from ledger.tokens.grants import set_allowance
+from ledger.accounts.keys import Principal, authenticate, set_key_status, set_standing
+from ledger.accounts.tables import KeyStatus, Standing, User
+from ledger.tokens.tables import Hold, HoldState
+from ledger.work.tables import Harvest, Work, WorkStatus
+from ledger.tokens.spend import set_spend_stop
 from tests.spec import assert_error, validate
 from tests.accounts import another_key, left, principal
 from tests.waiting import wait_until
@@ -368,7 +370,7 @@ async def test_a_job_the_api_fails_to_run_is_500_job_failed(jobs: Jobs, monkeypa
     async def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise KeyError("a bug")
 
-    monkeypatch.setattr("api.completions.service.CompletionService.run_in_background", broken)
+    monkeypatch.setattr("domain.completions.service.CompletionService.run_in_background", broken)
     job = (await jobs.submit()).json()
     jobs.runner()
     await jobs.wait(job["id"], "failed")
@@ -578,7 +580,7 @@ async def test_a_suspended_users_queued_job_fails_401_and_stays_failed(jobs: Job
 
 
 async def test_health_shows_the_runner_and_work_that_no_runner_takes(jobs: Jobs) -> None:
-    from ledger.models import WorkQueue
+    from ledger.work.tables import WorkQueue
 
     async with jobs.stack.services.ledger.write_sessions() as session:
         await session.exec(update(WorkQueue).values(polled_at=None))
@@ -601,8 +603,8 @@ async def test_health_shows_the_runner_and_work_that_no_runner_takes(jobs: Jobs)
 
 
 async def test_background_work_waits_for_a_place_where_a_request_gets_503() -> None:
-    from api import errors
-    from api.inference.gateway import ModelGateway
+    from domain import errors
+    from domain.inference.gateway import ModelGateway
     from tests.fakes import FakeEngine
 
     gateway = ModelGateway("tiny-llama", FakeEngine(), chunk_timeout_s=5, max_in_flight=1)

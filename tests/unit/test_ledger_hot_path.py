@@ -14,12 +14,12 @@ import pytest_asyncio
 from sqlalchemy import select, text
 from sqlalchemy.exc import NoResultFound
 
-from ledger.db import make_engine, session_factory
-from ledger.grants import standing
-from ledger.ids import uuid7
-from ledger.models import Counting, Hold, PaysFrom, UsageStatus
-from ledger import tokens
-from ledger.tokens import HoldAsk, Held, Shortfall, end_hold, end_hold_on, take_hold, take_hold_on
+from ledger.store.db import make_engine, session_factory
+from ledger.tokens.grants import standing
+from ledger.store.ids import uuid7
+from ledger.tokens.tables import Counting, Hold, PaysFrom, UsageStatus
+from ledger.tokens import holds as tokens
+from ledger.tokens.holds import HoldAsk, Held, Shortfall, end_hold, end_hold_on, take_hold, take_hold_on
 from tests.ledger_fixtures import db_url, pg_url  # noqa: F401
 from tests.ledger_fixtures import user_with_tokens
 
@@ -288,7 +288,7 @@ async def test_a_hold_cancelled_while_it_waits_for_a_lock_holds_nothing(pg_url: 
 
 @pytest_asyncio.fixture
 async def sqlite_url(tmp_path: Any) -> str:
-    from ledger.migrate import upgrade
+    from ledger.store.migrate import upgrade
 
     url = f"sqlite+aiosqlite:///{tmp_path / 'ledger.db'}"
     await upgrade(url)

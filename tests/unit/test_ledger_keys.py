@@ -10,14 +10,15 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
-from api.error_mapping import key_refusal_error
-from api.errors import AccountSuspended, ApiError, InvalidApiKey, KeyDisabled, KeyRevoked, MissingAuthorization
+from domain.error_mapping import key_refusal_error
+from domain.errors import AccountSuspended, ApiError, InvalidApiKey, KeyDisabled, KeyRevoked, MissingAuthorization
 from ledger.errors import KeyRefused, RevokedKey
-from ledger import admin, keys
-from ledger.coltypes import utcnow
+from cluster.admin_cli import commands as admin
+from ledger.accounts import keys
+from ledger.store.coltypes import utcnow
 from ledger.errors import NameRefused, StatusChangeRefused, TooManyKeys
-from ledger.migrate import alembic_config, upgrade
-from ledger.models import ApiKey, KeyStatus, Role, Standing, User
+from ledger.store.migrate import alembic_config, upgrade
+from ledger.accounts.tables import ApiKey, KeyStatus, Role, Standing, User
 from tests.ledger_fixtures import db_url, pg_url, run_in_thread, sessions  # noqa: F401
 
 aio = pytest.mark.asyncio
@@ -58,7 +59,7 @@ async def auth(sessions, header):
 
 
 async def refused(sessions, header, error_type):
-    """The ledger's refusal, as the API answers it (api/error_mapping.py)."""
+    """The ledger's refusal, as the API answers it (domain/error_mapping.py)."""
     with pytest.raises(KeyRefused) as caught:
         await auth(sessions, header)
     answered = key_refusal_error(caught.value)

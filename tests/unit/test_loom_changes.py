@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from ledger import loom_changes as changes
-from ledger.looms import GROWING_LOOM
-from ledger.models import LoomNode, NodeStatus
+from ledger.work import loom_changes as changes
+from ledger.work.looms import GROWING_LOOM
+from ledger.work.tables import LoomNode, NodeStatus
 from tests.accounts import another_key
 from tests.spec import assert_error, validate
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ledger.models import NodeStatus
+from ledger.work.tables import NodeStatus
 from tests.spec import assert_error, validate
 from tests.unit.test_loom_changes import COLOUR, REQUEST, Trees, by_id, path_text
 from tests.accounts import another_key

@@ -20,9 +20,11 @@ from sqlalchemy import delete
 from sqlmodel import select
 
 from deployments.engine import EngineRefused
-from ledger.grants import set_allowance
-from ledger.keys import set_key_status, set_standing
-from ledger.models import Hold, HoldState, KeyStatus, LoomNode, Standing, User, Work, WorkKind, WorkStatus
+from ledger.tokens.grants import set_allowance
+from ledger.accounts.keys import set_key_status, set_standing
+from ledger.accounts.tables import KeyStatus, Standing, User
+from ledger.tokens.tables import Hold, HoldState
+from ledger.work.tables import LoomNode, Work, WorkKind, WorkStatus
 from tests.accounts import another_key, principal
 from tests.spec import validate
 from tests.unit.test_jobs import Jobs, _crash, jobs, who_holds  # noqa: F401 - jobs: the fixture
@@ -261,7 +263,7 @@ async def test_a_node_the_api_fails_to_run_fails_and_costs_nothing(looms: Looms,
     async def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise KeyError("a bug")
 
-    monkeypatch.setattr("api.completions.service.CompletionService.stream_in_background", broken)
+    monkeypatch.setattr("domain.completions.service.CompletionService.stream_in_background", broken)
     loom_id, node = await looms.grow()
     looms.runner()
     failed = await looms.wait(loom_id, node["id"], "failed")
@@ -431,8 +433,8 @@ async def test_a_long_job_does_not_delay_a_node(looms: Looms) -> None:
 async def test_a_branchs_nodes_are_claimed_in_one_transaction_and_jobs_one_at_a_time(looms: Looms) -> None:
     """The Nodes of a Branch start together (as many as the kind has free places); a Job claim takes
     one row, since each changes which Users have a Job running (the Jobs' fair order)."""
-    from ledger import work as queue
-    from ledger.coltypes import utcnow
+    from ledger.work import queue as queue
+    from ledger.store.coltypes import utcnow
 
     loom_id, root = await looms.make()
     await looms.branch(loom_id, root, {"model": "llama-8b", "n": 8})
@@ -455,8 +457,8 @@ async def test_a_runner_that_stalled_past_its_own_lease_drops_the_cut_attempts_l
     cut attempt (same owner) must not attach a Hold or write an answer over the new one."""
     from datetime import timedelta
 
-    from ledger import work as queue
-    from ledger.coltypes import utcnow
+    from ledger.work import queue as queue
+    from ledger.store.coltypes import utcnow
 
     loom_id, root = await looms.make()
     await looms.branch(loom_id, root)

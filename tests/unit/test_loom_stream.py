@@ -1,7 +1,7 @@
 """GET /v1/looms/{loom_id}/stream (spec: "Follow a Loom as a stream"), in process on SQLite.
 
 No Runner runs here: a Branch's Nodes stay queued, and the tests grow them by
-writing their rows, as a running Node writes them (api/looms/handler.py). The
+writing their rows, as a running Node writes them (domain/looms/handler.py). The
 stream is read as it goes, through a transport that hands each piece of the
 body over when the app sends it and tells the app when the client went away
 (httpx's own ASGITransport answers only once the app has ended).
@@ -19,10 +19,10 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from api.errors_http import INTERNAL
-from api.looms import stream as loom_stream
-from ledger import looms
-from ledger.coltypes import utcnow
-from ledger.models import Loom, LoomNode, NodeStatus, Work, WorkStatus
+from domain.looms import stream as loom_stream
+from ledger.work import looms
+from ledger.store.coltypes import utcnow
+from ledger.work.tables import Loom, LoomNode, NodeStatus, Work, WorkStatus
 from tests.conftest import new_key
 from tests.spec import assert_error, validate
 from tests.unit.test_jobs import jobs  # noqa: F401 - the fixture: the fake stack's own Runners

@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import update
 from sqlmodel import select
 
-from ledger import looms as ledger_looms
-from ledger.coltypes import utcnow
-from ledger.models import Loom, LoomNode, NodeStatus, Work, WorkKind, WorkStatus
-from ledger.spend import set_spend_stop
+from ledger.work import looms as ledger_looms
+from ledger.store.coltypes import utcnow
+from ledger.work.tables import Loom, LoomNode, NodeStatus, Work, WorkKind, WorkStatus
+from ledger.tokens.spend import set_spend_stop
 from tests.accounts import another_key, set_tokens
 from tests.spec import assert_error, validate
 

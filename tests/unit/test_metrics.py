@@ -32,14 +32,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 from sqlalchemy import delete, update
 
-from api.metrics.line import RUNNING, WAITING, MeteredKeyLine
-from api.metrics.scrape import LedgerReadings, scrape_registry
-from api.settings import Settings
-from api.traffic.line import MemoryKeyLine
+from domain.metrics.line import RUNNING, WAITING, MeteredKeyLine
+from domain.metrics.scrape import LedgerReadings, scrape_registry
+from domain.settings import Settings
+from domain.traffic.line import MemoryKeyLine
 from cluster.composition import build_runner, compose
-from ledger.coltypes import utcnow
-from ledger.models import Harvest, SpendSample, Work, WorkStatus
-from ledger.spend import set_spend_stop
+from ledger.store.coltypes import utcnow
+from ledger.tokens.tables import SpendSample
+from ledger.work.tables import Harvest, Work, WorkStatus
+from ledger.tokens.spend import set_spend_stop
 from tests.conftest import build_stack
 from tests.fakes import FakeEngine
 from tests.spec import assert_error

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from api.inference.clients import HandleEngineClient, LocalEngineClient
-from api.inference.gateway import ModelGateway, Waits
-from api.models.service import FALLBACK_WARM_S, model_status
+from domain.inference.clients import HandleEngineClient, LocalEngineClient
+from domain.inference.gateway import ModelGateway, Waits
+from domain.models import FALLBACK_WARM_S, model_status
 from deployments import replica_states
 from deployments.boot import ReplicaReport, Start
 from deployments.engine import GenerateRequest, SamplingSpec
@@ -317,7 +317,7 @@ async def test_the_route_reads_replica_states_and_never_calls_the_model(fake_sta
 async def test_a_report_that_takes_too_long_is_no_report(monkeypatch) -> None:
     import time
 
-    from api.inference import clients
+    from domain.inference import clients
 
     monkeypatch.setattr(clients, "REPORT_TIMEOUT_S", 0.05)
     monkeypatch.setattr(replica_states, "replica_report", lambda app, deployment: time.sleep(0.5))
@@ -386,7 +386,7 @@ async def test_keep_warm_stays_open_for_its_seconds_without_the_engine() -> None
 
 
 def test_keep_warm_takes_no_place_of_the_apis_in_flight_cap() -> None:
-    from api.settings import Settings
+    from domain.settings import Settings
     from cluster.serve_app import model_deployment
     from deployments.catalog import load_catalog
     from deployments.model_server import KEEP_WARM_PLACES

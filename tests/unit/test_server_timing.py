@@ -1,4 +1,4 @@
-"""The Server-Timing header of POST /v1/completions (api/timing.py), over the fake engine,
+"""The Server-Timing header of POST /v1/completions (domain/timing.py), over the fake engine,
 and the recorder and the proxy's stamp on their own."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from api.timing import PROXY_HEADER, ServerTimingMiddleware, Timings, parse
+from domain.timing import PROXY_HEADER, ServerTimingMiddleware, Timings, parse
 from cluster.proxy_middleware import RequestIdGuard
 
 SKY = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2}

@@ -17,8 +17,8 @@ from cluster.composition import build_runner, compose
 from deployments.catalog import load_catalog
 from deployments.operations import SpendSampler, build_operations, holding_gpus, prices_of, serve_replica_counter
 from deployments.runner_server import RunnerServer
-from ledger import spend
-from ledger.models import StopChangeKind
+from ledger.tokens import spend
+from ledger.tokens.tables import StopChangeKind
 from tests.operations_fakes import Clock, FakeModelHandle, FakeReplicas, sessions  # noqa: F401 - sessions: the fixture
 from tests.spec import assert_error
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from ledger.db import make_engine, session_factory
-from ledger.grants import grant, standing
-from ledger.models import Counting, PaysFrom, UsageStatus
-from ledger.tokens import HoldAsk, Held, Shortfall, end_hold, take_hold
+from ledger.store.db import make_engine, session_factory
+from ledger.tokens.grants import grant, standing
+from ledger.tokens.tables import Counting, PaysFrom, UsageStatus
+from ledger.tokens.holds import HoldAsk, Held, Shortfall, end_hold, take_hold
 from tests.ledger_fixtures import db_url, pg_url  # noqa: F401
 from tests.ledger_fixtures import user_with_tokens as new_user
 

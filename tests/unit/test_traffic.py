@@ -14,8 +14,8 @@ import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
 
-from api.errors import QueueFull, RateLimited
-from api.traffic import (
+from domain.errors import QueueFull, RateLimited
+from domain.traffic import (
     BucketPolicy,
     MemoryKeyLine,
     MemoryRateLimiter,
@@ -25,7 +25,7 @@ from api.traffic import (
     TrafficSettings,
     traffic_from_settings,
 )
-from api.traffic.messages import queue_full
+from domain.traffic.messages import queue_full
 from tests.waiting import wait_until
 
 REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from api.completions.planning import hold_tokens, plan, steering_numbers
-from api.completions.request import CompletionRequest
-from api.completions.validation import parse_completion_request
-from api.errors import ApiError, ContextLengthExceeded, DeadlineInfeasible, InvalidRequest
-from api.error_mapping import as_api_errors
+from domain.completions.planning import hold_tokens, plan, steering_numbers
+from domain.completions.request import CompletionRequest
+from domain.completions.validation import parse_completion_request
+from domain.errors import ApiError, ContextLengthExceeded, DeadlineInfeasible, InvalidRequest
+from domain.error_mapping import as_api_errors
 from deployments.checks import check_layers
 
 SKY = [128000, 791, 13180, 374]

@@ -13,9 +13,10 @@ import pytest
 
 from deployments.catalog import load_catalog
 from deployments.operations import FloorKeeper, build_operations
-from ledger import spend, warm
+from ledger.tokens import spend
+from ledger.tokens import warm
 from ledger.errors import LedgerError, UnknownModel, WarmWindowRefused
-from ledger.models import WarmWindow
+from ledger.tokens.tables import WarmWindow
 from tests.operations_fakes import Clock, FakeModelHandle, FakeReplicas, sessions, wait_until  # noqa: F401 - sessions: the fixture
 
 UTC = timezone.utc

@@ -1,0 +1,1 @@
+"""Jobs: one Completion request run in the background, and the Runner's handler of kind `job`."""

@@ -1,0 +1,68 @@
+"""Warm windows as the Models tab shows them: each with what it costs (spec: "Keep a model Warm").
+
+The windows themselves, and when one is on, are `ledger.tokens.warm`'s; this adds the
+catalog's prices (in the `Platform`) and the admin who made one.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from ledger.tokens import warm
+from ledger.errors import NotFound
+from ledger.tokens.tables import WarmWindow
+from domain.operations.platform import Platform
+
+NEXT_DAYS = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class WindowLine:
+    window: WarmWindow
+    on_now: bool
+    # A weekly window's hours and cost a week; a Warm now's whole hours and cost.
+    hours: float
+    usd: float
+    next_7_days_usd: float
+
+    @property
+    def weekly(self) -> bool:
+        return self.window.ends_at is None
+
+
+def window_line(window: WarmWindow, platform: Platform, now: datetime) -> WindowLine:
+    price = platform.replica_hour_usd.get(window.model_id, 0.0)
+    hours = warm.hours_per_week(window)
+    coming = warm.hours_between(window, now, now + NEXT_DAYS)
+    return WindowLine(window, warm.is_on(window, now), hours, hours * price, coming * price)
+
+
+async def window_lines(session: AsyncSession, platform: Platform, model_id: str | None = None) -> list[WindowLine]:
+    now = platform.clock()
+    return [window_line(window, platform, now) for window in await warm.windows(session, model_id, now=now)]
+
+
+async def add_window(session: AsyncSession, platform: Platform, model_id: str, days: list[int], start_minute: int,
+                     end_minute: int, time_zone: str, by: str) -> WindowLine:
+    now = platform.clock()
+    window = await warm.add_window(session, model_id, days, start_minute, end_minute, time_zone, by, now,
+                                   served=platform.replica_hour_usd.keys())
+    return window_line(window, platform, now)
+
+
+async def warm_now(session: AsyncSession, platform: Platform, model_id: str, hours: int, by: str) -> WindowLine:
+    now = platform.clock()
+    window = await warm.warm_now(session, model_id, hours, by, now, served=platform.replica_hour_usd.keys())
+    return window_line(window, platform, now)
+
+
+async def remove_window(session: AsyncSession, platform: Platform, window_id: uuid.UUID) -> WindowLine:
+    """Stop a window; the answer is the window as it was, with what it cost (the confirmation shows it)."""
+    window = await session.get(WarmWindow, window_id)
+    line = None if window is None else window_line(window, platform, platform.clock())
+    if line is None or not await warm.remove_window(session, window_id):
+        raise NotFound(f"No warm window has the id {window_id}.")
+    return line

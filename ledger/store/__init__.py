@@ -1,0 +1,1 @@
+"""The store: the database engine and drivers, column types and ids, and the migrations."""

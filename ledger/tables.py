@@ -1,0 +1,9 @@
+"""Every table of the ledger, for what needs them all on SQLModel's metadata: the migrations'
+autogenerate and the tests that empty the database. The code that works with tables imports the
+subdomain's own module (ledger/accounts/tables.py, ledger/tokens/tables.py, ledger/work/tables.py)."""
+from __future__ import annotations
+
+import ledger.accounts.tables  # noqa: F401
+import ledger.tokens.tables  # noqa: F401
+import ledger.work.idempotency  # noqa: F401  (IdempotencyRecord)
+import ledger.work.tables  # noqa: F401

@@ -1,0 +1,328 @@
+"""The platform's numbers, as the Admin page's Analytics tabs count them (spec: "Read the
+platform's analytics", "Manage Users").
+
+A Completion is a settled Hold: one that Inference refused before its first token was
+released and counts for none of these. The numbers about Users leave the team's
+accounts (admins) out. Days are UTC days, by when a Completion started.
+"""
+from __future__ import annotations
+
+import enum
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from ledger.accounts.tables import ApiKey, Role, User
+from ledger.tokens.tables import Grant, Hold, HoldState, MonthlyUsage, SpendSample, UsageSource, UsageStatus
+from ledger.tokens.refusals import refusals_between
+from ledger.tokens.holds import month_of, next_month_start
+from ledger.tokens.usage import check_days, midnight, utc_day
+
+NEAR_ALLOWANCE = 0.9  # the Usage page's meter turns orange from 90% used
+NEWEST = 100          # the newest Completions and Budget changes a tab lists
+CLOSEST = 10          # the Users closest to their allowance
+
+
+class Engagement(str, enum.Enum):
+    """When a User last ran a Completion (spec: "Manage Users")."""
+
+    active = "active"                # in the last 7 days
+    cooling = "cooling"              # 8 to 14 days ago
+    churned = "churned"              # more than 14 days ago
+    not_activated = "not_activated"  # never
+
+
+def engagement(last_completion: datetime | None, now: datetime) -> Engagement:
+    if last_completion is None:
+        return Engagement.not_activated
+    age = now - last_completion
+    if age <= timedelta(days=7):
+        return Engagement.active
+    return Engagement.cooling if age <= timedelta(days=14) else Engagement.churned
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One User's Completions, as the Users tab lists them."""
+
+    last_completion_at: datetime | None
+    active_weeks: int               # UTC weeks, Monday to Sunday, with a Completion
+    tokens_last_30_days: int
+    models: list[str]               # of the last 30 days, most tokens first
+
+    def engagement(self, now: datetime) -> Engagement:
+        return engagement(self.last_completion_at, now)
+
+
+NO_ACTIVITY = Activity(None, 0, 0, [])
+
+
+def _settled() -> Any:
+    return col(Hold.state) == HoldState.settled
+
+
+def _within(first: date, last: date) -> tuple[Any, Any]:
+    return col(Hold.created_at) >= midnight(first), col(Hold.created_at) < midnight(last + timedelta(days=1))
+
+
+async def activity(session: AsyncSession, now: datetime) -> dict[uuid.UUID, Activity]:
+    """Each User's activity that ran a Completion; the others have NO_ACTIVITY."""
+    last = dict((await session.exec(
+        select(Hold.user_id, func.max(col(Hold.created_at))).where(_settled()).group_by(col(Hold.user_id)))).all())
+    day = utc_day(session, col(Hold.created_at))
+    weeks: dict[uuid.UUID, set[tuple[int, int]]] = defaultdict(set)
+    for user_id, text in await session.exec(select(Hold.user_id, day).where(_settled()).distinct()):
+        weeks[user_id].add(date.fromisoformat(str(text)[:10]).isocalendar()[:2])
+    recent: dict[uuid.UUID, list[tuple[int, str]]] = defaultdict(list)
+    query = (select(Hold.user_id, Hold.model, func.sum(col(Hold.used)))
+             .where(_settled(), col(Hold.created_at) >= now - timedelta(days=30))
+             .group_by(col(Hold.user_id), col(Hold.model)))
+    for user_id, model, used in await session.exec(query):
+        recent[user_id].append((int(used or 0), model))
+    return {user_id: Activity(_utc(moment), len(weeks[user_id]), sum(t for t, _ in recent[user_id]),
+                              [m for _, m in sorted(recent[user_id], key=lambda pair: (-pair[0], pair[1]))])
+            for user_id, moment in last.items()}
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    # max() of the column comes back without the column's type on SQLite: its stored text.
+    if moment is None or isinstance(moment, datetime) and moment.tzinfo is not None:
+        return moment
+    parsed = moment if isinstance(moment, datetime) else datetime.fromisoformat(str(moment))
+    return parsed.replace(tzinfo=timezone.utc)
+
+
+# The Users tab -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class UserNumbers:
+    users: int                       # every User but admins, as of now
+    new_users: int                   # who joined in the days
+    new_users_active_within_24h: int  # of those, who ran a Completion within 24 hours of joining
+    active_last_7_days: int
+    engagement: dict[Engagement, int]
+    new_users_per_day: dict[date, int]
+
+
+async def user_numbers(session: AsyncSession, first: date, last: date, now: datetime) -> UserNumbers:
+    check_days(first, last)
+    people = list((await session.exec(select(User.id, User.created_at).where(User.role != Role.admin))).all())
+    firsts = dict((await session.exec(select(Hold.user_id, func.min(col(Hold.created_at)))
+                                      .where(_settled()).group_by(col(Hold.user_id)))).all())
+    lasts = await activity(session, now)
+    start, end = midnight(first), midnight(last + timedelta(days=1))
+    new = [(user_id, joined) for user_id, joined in people if start <= joined < end]
+    per_day: dict[date, int] = defaultdict(int)
+    for _, joined in new:
+        per_day[joined.date()] += 1
+    quick = sum(1 for user_id, joined in new
+                if (begun := _utc(firsts.get(user_id))) is not None and joined <= begun <= joined + timedelta(hours=24))
+    counts = {kind: 0 for kind in Engagement}
+    for user_id, _ in people:
+        counts[lasts.get(user_id, NO_ACTIVITY).engagement(now)] += 1
+    return UserNumbers(len(people), len(new), quick, counts[Engagement.active], counts, dict(sorted(per_day.items())))
+
+
+# The Budget tab --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AllowanceLine:
+    user_id: uuid.UUID
+    name: str
+    allowance: int
+    used: int                 # this UTC month, running Holds included
+    runs_out_on: date | None  # at the pace of this month so far; None: not this month
+
+    @property
+    def share_used(self) -> float:
+        return 1.0 if self.allowance <= 0 else self.used / self.allowance
+
+
+@dataclass(frozen=True)
+class BudgetNumbers:
+    at_allowance: int
+    near_allowance: int  # 90% used or more, not yet all
+    closest: list[AllowanceLine]
+    # The requests that the Budget could not hold (429 budget_exceeded) this UTC month.
+    refused_requests: int = 0
+
+
+async def budget_numbers(session: AsyncSession, now: datetime, default_allowance: int) -> BudgetNumbers:
+    query = (select(User.id, User.name, User.monthly_allowance, MonthlyUsage.used)
+             .outerjoin(MonthlyUsage, (col(MonthlyUsage.user_id) == col(User.id))
+                        & (col(MonthlyUsage.month) == month_of(now)))
+             .where(User.role != Role.admin))
+    lines = [_allowance_line(user_id, name, default_allowance if own is None else own, used or 0, now)
+             for user_id, name, own, used in await session.exec(query)]
+    at = sum(1 for line in lines if line.share_used >= 1)
+    near = sum(1 for line in lines if NEAR_ALLOWANCE <= line.share_used < 1)
+    closest = sorted((line for line in lines if line.used > 0), key=lambda line: (-line.share_used, line.name))
+    month_start = now.astimezone(timezone.utc).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    refused = await refusals_between(session, month_start, now + timedelta(seconds=1))
+    return BudgetNumbers(at, near, closest[:CLOSEST], refused)
+
+
+def _allowance_line(user_id: uuid.UUID, name: str, allowance: int, used: int, now: datetime) -> AllowanceLine:
+    month_start = now.astimezone(timezone.utc).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    elapsed = (now - month_start).total_seconds()
+    runs_out = None
+    if used >= allowance:
+        runs_out = now.date()
+    elif used > 0 and elapsed > 0:
+        end = now + timedelta(seconds=(allowance - used) / (used / elapsed))
+        runs_out = end.date() if end < next_month_start(now) else None
+    return AllowanceLine(user_id, name, allowance, int(used), runs_out)
+
+
+# The Platform tab ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class DayCounts:
+    day: date
+    completed: int
+    failed: int
+    stopped: int
+
+
+@dataclass(frozen=True)
+class Share:
+    """The Completions and tokens of one source, model or User in the days."""
+
+    name: str
+    completions: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class PlatformNumbers:
+    days: list[DayCounts]
+    by_source: list[Share]
+    by_model: list[Share]
+    spend_by_day: dict[date, float]     # GPU USD, as the Spend tab counts it
+    spend_by_model: dict[str, float]
+
+
+async def platform_numbers(session: AsyncSession, first: date, last: date) -> PlatformNumbers:
+    check_days(first, last)
+    day = utc_day(session, col(Hold.created_at)).label("day")
+    query = (select(day, Hold.status, func.count()).where(_settled(), *_within(first, last))
+             .group_by(day, col(Hold.status)))
+    counts: dict[date, dict[UsageStatus, int]] = defaultdict(lambda: defaultdict(int))
+    for text, status, n in await session.exec(query):
+        counts[date.fromisoformat(str(text)[:10])][UsageStatus(status)] += n
+    days = [DayCounts(d, c[UsageStatus.completed], c[UsageStatus.failed], c[UsageStatus.stopped])
+            for d, c in sorted(counts.items())]
+    spend_day, spend_model = await _spend(session, first, last)
+    return PlatformNumbers(days, await shares(session, col(Hold.source), first, last),
+                           await shares(session, col(Hold.model), first, last), spend_day, spend_model)
+
+
+async def shares(session: AsyncSession, column: Any, first: date, last: date, *, user_id: uuid.UUID | None = None,
+                 model: str | None = None) -> list[Share]:
+    """Completions and tokens grouped by `column` (a Hold's source or model, or the User's name), most first."""
+    query = select(column, func.count(), func.sum(col(Hold.used))).where(_settled(), *_within(first, last))
+    if column is col(User.name):
+        query = query.join(User, col(User.id) == col(Hold.user_id))
+    query = _only(query, user_id, model).group_by(column)
+    found = [Share(_name(name), n, int(t or 0)) for name, n, t in await session.exec(query)]
+    return sorted(found, key=lambda share: (-share.tokens, share.name))
+
+
+def _name(value: Any) -> str:
+    return value.value if isinstance(value, UsageSource) else str(value)
+
+
+def _only(query: Any, user_id: uuid.UUID | None, model: str | None) -> Any:
+    if user_id is not None:
+        query = query.where(Hold.user_id == user_id)
+    return query if model is None else query.where(Hold.model == model)
+
+
+async def _spend(session: AsyncSession, first: date, last: date) -> tuple[dict[date, float], dict[str, float]]:
+    query = select(SpendSample.at, SpendSample.model_id, SpendSample.usd).where(
+        col(SpendSample.at) >= midnight(first), col(SpendSample.at) < midnight(last + timedelta(days=1)))
+    by_day: dict[date, float] = defaultdict(float)
+    by_model: dict[str, float] = defaultdict(float)
+    for at, model_id, usd in await session.exec(query):
+        by_day[at.astimezone(timezone.utc).date()] += usd
+        by_model[model_id] += usd
+    return dict(sorted(by_day.items())), dict(sorted(by_model.items()))
+
+
+# The Usage tab ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CompletionLine:
+    hold_id: uuid.UUID
+    started_at: datetime
+    ended_at: datetime | None
+    user_name: str
+    key_name: str | None
+    model: str
+    source: UsageSource
+    tokens: int
+    counting: str | None
+    status: UsageStatus
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.ended_at is None else (self.ended_at - self.started_at).total_seconds()
+
+
+@dataclass(frozen=True)
+class BudgetChange:
+    at: datetime
+    user_name: str
+    key_name: str | None  # a key's own Budget; None: the User's
+    tokens: int
+    note: str
+
+
+@dataclass(frozen=True)
+class UsageNumbers:
+    by_user: list[Share]
+    by_model: list[Share]
+    by_source: list[Share]
+    newest_completions: list[CompletionLine]
+    newest_budget_changes: list[BudgetChange]
+
+
+async def usage_numbers(session: AsyncSession, first: date, last: date, *, user_id: uuid.UUID | None = None,
+                        model: str | None = None) -> UsageNumbers:
+    check_days(first, last)
+    filters = dict(user_id=user_id, model=model)
+    return UsageNumbers(
+        await shares(session, col(User.name), first, last, **filters),
+        await shares(session, col(Hold.model), first, last, **filters),
+        await shares(session, col(Hold.source), first, last, **filters),
+        await newest_completions(session, first, last, **filters),
+        await newest_budget_changes(session, first, last, user_id=user_id),
+    )
+
+
+async def newest_completions(session: AsyncSession, first: date, last: date, *, user_id: uuid.UUID | None = None,
+                             model: str | None = None) -> list[CompletionLine]:
+    query = (select(Hold, User.name, ApiKey.name)
+             .join(User, col(User.id) == col(Hold.user_id))
+             .outerjoin(ApiKey, col(ApiKey.id) == col(Hold.key_id))
+             .where(_settled(), *_within(first, last)))
+    query = _only(query, user_id, model).order_by(col(Hold.created_at).desc()).limit(NEWEST)
+    return [CompletionLine(hold.id, hold.created_at, hold.ended_at, user_name, key_name, hold.model, hold.source,
+                           hold.used, hold.counting.value if hold.counting else None, hold.status)
+            for hold, user_name, key_name in await session.exec(query)]
+
+
+async def newest_budget_changes(session: AsyncSession, first: date, last: date, *,
+                                user_id: uuid.UUID | None = None) -> list[BudgetChange]:
+    query = (select(Grant, User.name, ApiKey.name)
+             .join(User, col(User.id) == col(Grant.user_id))
+             .outerjoin(ApiKey, col(ApiKey.id) == col(Grant.key_id))
+             .where(col(Grant.created_at) >= midnight(first),
+                    col(Grant.created_at) < midnight(last + timedelta(days=1))))
+    if user_id is not None:
+        query = query.where(Grant.user_id == user_id)
+    query = query.order_by(col(Grant.created_at).desc()).limit(NEWEST)
+    return [BudgetChange(grant.created_at, user_name, key_name, grant.tokens, grant.note)
+            for grant, user_name, key_name in await session.exec(query)]
