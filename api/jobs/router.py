@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from api.answers import respond
 from api.auth import ApiKeyDep, WorkKeyDep, services_of
 from api.body import read_json
 from domain.idempotency import idempotency_key
@@ -16,7 +17,7 @@ async def create_completion_job(request: Request, principal: WorkKeyDep):
     services = services_of(request)
     key = idempotency_key(request)
     body = await read_json(request, services.settings.max_body_bytes)
-    return await JobService(services).submit(body, principal, key)
+    return respond(await JobService(services).submit(body, principal, key))
 
 
 @router.get("/v1/completion-jobs/{job_id}")
@@ -26,7 +27,7 @@ async def get_completion_job(job_id: str, request: Request, principal: ApiKeyDep
 
 @router.get("/v1/completion-jobs/{job_id}/result")
 async def get_completion_job_result(job_id: str, request: Request, principal: ApiKeyDep):
-    return await JobService(services_of(request)).result(job_id, principal)
+    return respond(await JobService(services_of(request)).result(job_id, principal))
 
 
 @router.post("/v1/completion-jobs/{job_id}/cancel")

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from fastapi.responses import JSONResponse, Response
-
 from domain import errors
+from domain.answers import Answer, Rendered
 from domain.completions.admission import background, hold_ask
 from domain.completions.service import CompletionService
 from domain.completions.validation import Msg, bad_value
@@ -102,7 +101,7 @@ class JobService:
 
     # -- POST /v1/completion-jobs ------------------------------------------------------------------
 
-    async def submit(self, body: Any, principal: Any, idempotency_key: str | None) -> Response:
+    async def submit(self, body: Any, principal: Any, idempotency_key: str | None) -> Answer:
         completions = CompletionService(self.services)
         planned, model = await asyncio.to_thread(completions.prepare, job_body(body))
         if body.get("model") is None:
@@ -119,12 +118,12 @@ class JobService:
         payload = job_json(work, utcnow())
         if claim is not None:
             await self.services.idempotency.answered(claim.record_id, 202, payload)
-        return JSONResponse(payload, status_code=202, headers={"Location": status_url(work)})
+        return Answer(payload, 202, {"Location": status_url(work)})
 
-    async def _again(self, replay: Replay, principal: Any) -> Response:
+    async def _again(self, replay: Replay, principal: Any) -> Answer:
         """The same key and request: the Job they made, as it is now, and nothing runs again."""
         work_id = uuid.UUID(json.loads(replay.body)["id"])
-        return JSONResponse(job_json(await self._find(work_id, principal), utcnow()), status_code=200)
+        return Answer(job_json(await self._find(work_id, principal), utcnow()))
 
     async def _check_smallest_request(self, planned: Any, model: Any, principal: Any) -> None:
         """Only that the tokens can hold the request with one generated token per choice;
@@ -157,10 +156,10 @@ class JobService:
     async def get(self, job_id: str, principal: Any) -> dict:
         return job_json(await self._find(parse_job_id(job_id), principal), utcnow())
 
-    async def result(self, job_id: str, principal: Any) -> Response:
+    async def result(self, job_id: str, principal: Any) -> Answer:
         work, now = await self._find(parse_job_id(job_id), principal), utcnow()
         if work.status in (WorkStatus.queued, WorkStatus.running):
-            return JSONResponse(job_json(work, now), status_code=202, headers={"Retry-After": "1"})
+            return Answer(job_json(work, now), 202, {"Retry-After": "1"})
         if work.status == WorkStatus.cancelled:
             raise errors.JobCancelled(CANCELLED)
         if result_expired(work, now):
@@ -168,7 +167,7 @@ class JobService:
         if work.result_body is None:
             raise errors.JobFailed(FAILED)
         # The status and the body that POST /v1/completions answered, byte for byte.
-        return Response(work.result_body, status_code=work.result_status, media_type="application/json")
+        return Answer(Rendered(work.result_body.encode()), work.result_status)
 
     async def cancel(self, job_id: str, principal: Any) -> dict:
         work_id = parse_job_id(job_id)
