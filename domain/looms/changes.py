@@ -13,7 +13,7 @@ from typing import Any
 
 from domain import errors
 from domain.completions.validation import Msg, integer, reject_unknown_fields, text
-from domain.looms.service import parse_id
+from domain.looms.ids import parse_id
 from domain.looms.views import loom_json
 from domain.services import Services
 from ledger.work import loom_changes

@@ -32,7 +32,7 @@ from domain.completions.validation import (
     Msg, bad_type, bad_value, integer, number, reject_unknown, reject_unknown_fields, required, text,
 )
 from domain.looms.branch import SAMPLING_DEFAULTS
-from domain.looms.service import parse_id
+from domain.looms.ids import parse_id
 from domain.looms.views import loom_json
 from domain.services import Services
 from ledger.work import loom_changes

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from datetime import datetime, timedelta
 from typing import Any, Awaitable, Callable
 
-from fastapi.responses import JSONResponse, Response
-
 from domain import errors
+from domain.answers import Answer, replayed
 from domain.completions.service import CompletionService
-from domain.completions.validation import Msg, bad_value, boolean, reject_unknown_fields, text
-from domain.idempotency import replay_response
+from domain.completions.validation import Msg, boolean, reject_unknown_fields, text
+from domain.looms import changes, files
 from domain.looms.branch import Branch, parse_branch
+from domain.looms.ids import parse_id
 from domain.looms.views import branch_json, deleted_json, loom_json, summary_json
 from domain.services import Services
 from ledger.work import looms
@@ -30,18 +29,6 @@ from ledger.work.idempotency import Replay
 from ledger.tokens.tables import UsageSource
 from ledger.work.tables import NodeStatus, WorkKind
 from ledger.tokens.holds import HoldAsk
-
-
-EXAMPLE_ID = "01a12e70-9370-7a9b-87d6-4c3d2621969e"
-
-
-def parse_id(value: str, what: str) -> uuid.UUID:
-    """A path id; one that is not a UUID is not valid (400, as DESIGN.md decided for every path id)."""
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        name = "Loom" if what == "loom" else "Node"
-        raise bad_value(f"{what}_id", f"a {name} id, a UUID such as {EXAMPLE_ID}") from None
 
 
 def _object(body: Any) -> dict:
@@ -60,15 +47,15 @@ class LoomService:
 
     async def once(self, principal: Any, key: str | None, route: str, body: Any,
                    change: Callable[[], Awaitable[dict]],
-                   again: Callable[[Replay], Awaitable[Response]] | None = None) -> Response:
+                   again: Callable[[Replay], Awaitable[Answer]] | None = None) -> Answer:
         """Run `change` once for a key: a retry gets the first answer again (or `again`'s)."""
         async with self.services.idempotency.claimed(principal.user_id, key, route, body) as claim:
             if isinstance(claim, Replay):
-                return await again(claim) if again else replay_response(claim)
+                return await again(claim) if again else replayed(claim)
             payload = await change()
         if claim is not None:
             await self.services.idempotency.answered(claim.record_id, 200, payload)
-        return JSONResponse(payload)
+        return Answer(payload)
 
     async def _write(self, function: Callable, *args: Any, **kwargs: Any) -> Any:
         async with self.services.ledger.write_sessions() as session:
@@ -80,7 +67,7 @@ class LoomService:
 
     # -- the Loom -----------------------------------------------------------------------------------
 
-    async def create(self, body: Any, principal: Any, key: str | None) -> Response:
+    async def create(self, body: Any, principal: Any, key: str | None) -> Answer:
         body = _object(body)
         reject_unknown_fields(body, {"prompt"})
         if body.get("prompt") is None:
@@ -90,9 +77,9 @@ class LoomService:
         async def make() -> dict:
             return loom_json(await self._write(looms.create, principal.user_id, prompt, self.clock()))
 
-        async def as_it_is_now(replay: Replay) -> Response:
+        async def as_it_is_now(replay: Replay) -> Answer:
             # The spec: a retry answers the Loom as it is now, or 404 if it was deleted since.
-            return JSONResponse(await self.get(json.loads(replay.body)["id"], principal))
+            return Answer(await self.get(json.loads(replay.body)["id"], principal))
 
         return await self.once(principal, key, "POST /v1/looms", body, make, as_it_is_now)
 
@@ -103,7 +90,7 @@ class LoomService:
         rows = await self._read(looms.listing, principal.user_id)
         return {"object": "list", "data": [summary_json(loom, prompt) for loom, prompt in rows]}
 
-    async def change(self, loom_id: str, body: Any, principal: Any, key: str | None) -> Response:
+    async def change(self, loom_id: str, body: Any, principal: Any, key: str | None) -> Answer:
         body = _object(body)
         reject_unknown_fields(body, {"title", "pinned"})
         title = None if body.get("title") is None else text(body["title"], "title")
@@ -116,7 +103,7 @@ class LoomService:
 
         return await self.once(principal, key, f"POST /v1/looms/{loom}", body, rename_or_pin)
 
-    async def delete(self, loom_id: str, principal: Any, key: str | None) -> Response:
+    async def delete(self, loom_id: str, principal: Any, key: str | None) -> Answer:
         loom = parse_id(loom_id, "loom")
 
         async def delete_it() -> dict:
@@ -124,7 +111,7 @@ class LoomService:
 
         return await self.once(principal, key, f"DELETE /v1/looms/{loom}", None, delete_it)
 
-    async def cancel(self, loom_id: str, principal: Any, key: str | None) -> Response:
+    async def cancel(self, loom_id: str, principal: Any, key: str | None) -> Answer:
         loom = parse_id(loom_id, "loom")
 
         async def stop() -> dict:
@@ -133,9 +120,16 @@ class LoomService:
 
         return await self.once(principal, key, f"POST /v1/looms/{loom}/cancel", None, stop)
 
+    async def export(self, loom_id: str, principal: Any) -> dict[str, Any]:
+        return await files.export(self.services, loom_id, principal)
+
+    async def import_(self, body: Any, principal: Any, key: str | None) -> Answer:
+        return await self.once(principal, key, "POST /v1/looms/import", body,
+                               lambda: files.import_(self.services, body, principal))
+
     # -- Branch --------------------------------------------------------------------------------------
 
-    async def branch(self, loom_id: str, node_id: str, body: Any, principal: Any, key: str | None) -> Response:
+    async def branch(self, loom_id: str, node_id: str, body: Any, principal: Any, key: str | None) -> Answer:
         loom, parent = parse_id(loom_id, "loom"), parse_id(node_id, "node")
         branch = parse_branch(body)
         model = self.services.resolve_model(branch.model)
@@ -177,3 +171,25 @@ class LoomService:
                            source=UsageSource.loom)
         await self.services.ledger.check_fits(smallest)
 
+    # -- the tree's edits (domain/looms/changes.py): the same Idempotency-Key rule around each ---------
+    # Their routes name the ids as the path gives them.
+
+    async def new_root(self, loom_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+        return await self.once(principal, key, f"POST /v1/looms/{loom_id}/root", body,
+                               lambda: changes.new_root(self.services, loom_id, body, principal))
+
+    async def edit(self, loom_id: str, node_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+        return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}", body,
+                               lambda: changes.edit(self.services, loom_id, node_id, body, principal))
+
+    async def delete_node(self, loom_id: str, node_id: str, principal: Any, key: str | None) -> Answer:
+        return await self.once(principal, key, f"DELETE /v1/looms/{loom_id}/nodes/{node_id}", None,
+                               lambda: changes.delete_node(self.services, loom_id, node_id, principal))
+
+    async def split(self, loom_id: str, node_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+        return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}/split", body,
+                               lambda: changes.split(self.services, loom_id, node_id, body, principal))
+
+    async def sibling(self, loom_id: str, node_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+        return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}/sibling", body,
+                               lambda: changes.sibling(self.services, loom_id, node_id, body, principal))
