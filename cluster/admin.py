@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from domain.mail import mail_base_url, mailer_of
-from domain.operations.platform_settings import platform_of
+from domain.operations.platform import platform_of
 from domain.settings import Settings, get_settings
 from deployments.catalog import load_catalog
 from cluster.admin_cli import commands as admin

@@ -5,15 +5,12 @@ from typing import Any
 
 from fastapi import Request
 
-from domain.operations.platform_settings import platform_of
 from api.auth import services_of
-from domain.operations.platform import Platform
+from domain.operations.platform import Platform, platform_of_services
 
 
 def platform(request: Request) -> Platform:
-    services = services_of(request)
-    # The services' clock: tests hand in their own "now" (a Usage page's today, a change's time).
-    return platform_of(services.settings, services.catalog, services.clock)
+    return platform_of_services(services_of(request))
 
 
 def reads(request: Request) -> Any:

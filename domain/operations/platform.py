@@ -4,9 +4,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
+from domain.settings import Settings
 from ledger.store.coltypes import utcnow
 from ledger.tokens.holds import DEFAULT_MONTHLY_ALLOWANCE
+
+if TYPE_CHECKING:
+    from domain.services import Services
 
 DEFAULT_SPEND_PAUSE_USD = 3000.0  # the spec's Spend limit
 
@@ -22,3 +27,19 @@ class Platform:
     replica_hour_usd: Mapping[str, float] = field(default_factory=dict)
     # "Now" of every view and change: tests hand in a fixed clock.
     clock: Callable[[], datetime] = utcnow
+
+
+def platform_of(settings: Settings, catalog: Any, clock: Callable[[], datetime] = utcnow) -> Platform:
+    """`catalog` is deployments.catalog.Catalog: a Warm hour of a model costs its replica's GPUs."""
+    return Platform(
+        monthly_allowance=settings.monthly_allowance,
+        job_result_kept=timedelta(seconds=settings.job_result_kept_s),
+        spend_pause_usd=settings.spend_pause_usd,
+        replica_hour_usd={model_id: spec.replica_hour_usd for model_id, spec in catalog.models.items()},
+        clock=clock,
+    )
+
+
+def platform_of_services(services: Services) -> Platform:
+    # The services' clock: tests hand in their own "now" (a Usage page's today, a change's time).
+    return platform_of(services.settings, services.catalog, services.clock)
