@@ -1,5 +1,5 @@
 """The App's Request more tokens: the signed-in User asks, and reads Your requests (spec: "Ask for more
-tokens"). An admin decides them with the command line (`token-request approve|reject`)."""
+tokens"). HTTP in and out; the logic is `domain/account/token_requests.py`."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,32 +7,21 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from api.account.session import AccountDep
-from api.admin import bodies, context
+from api.admin import bodies
 from api.auth import services_of
-from domain.completions.validation import bad_type, text
-from domain.error_mapping import account_refusals
 from domain import errors
-from domain.operations import token_requests
-from domain.operations.documents import iso
-from ledger.tokens.tables import TokenRequest
+from domain.account import token_requests
+from domain.completions.validation import bad_type, text
 
 router = APIRouter(prefix="/token-requests")
-FIELDS = ("tokens", "models", "project", "planned_usage", *token_requests.OPTIONAL)
+FIELDS = ("tokens", "models", *token_requests.ANSWERS)
 UNKNOWN_MODEL = "Choose the models from the list: {name!r} is not one of them."
-
-
-def request_document(request: TokenRequest) -> dict[str, Any]:
-    return {"id": str(request.id), "created_at": iso(request.created_at), "tokens": request.tokens,
-            "granted": request.granted, "status": request.status.value, "note": request.note,
-            "models": request.models, "project": request.project, "decided_at": iso(request.decided_at)}
 
 
 @router.get("")
 async def list_requests(request: Request, account: AccountDep):
     bodies.read_query(request, ())
-    async with context.reads(request) as session:
-        found = await token_requests.requests_of(session, account.user_id)
-    return {"data": [request_document(each) for each in found]}
+    return await token_requests.list_requests(services_of(request), account.user_id)
 
 
 def _tokens(body: dict[str, Any]) -> str | int:
@@ -61,16 +50,9 @@ def _models(request: Request, body: dict[str, Any]) -> list[str]:
     return found
 
 
-def _form(request: Request, body: dict[str, Any]) -> token_requests.TokenRequestForm:
-    answers = {name: bodies.optional_text(body, name) for name in ("project", "planned_usage",
-                                                                    *token_requests.OPTIONAL)}
-    return token_requests.TokenRequestForm(tokens=_tokens(body), models=_models(request, body), **answers)
-
-
 @router.post("", status_code=201)
 async def ask_for_tokens(request: Request, account: AccountDep):
-    form = _form(request, await bodies.read_fields(request, FIELDS))
-    async with context.writes(request) as session:
-        with account_refusals():
-            made = await token_requests.ask(session, account.user_id, form, context.platform(request).clock())
-    return request_document(made)
+    body = await bodies.read_fields(request, FIELDS)
+    answers = {name: bodies.optional_text(body, name) for name in token_requests.ANSWERS}
+    tokens, models = _tokens(body), _models(request, body)
+    return await token_requests.ask(services_of(request), account.user_id, tokens, models, answers)
