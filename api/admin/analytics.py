@@ -1,17 +1,17 @@
 """Admin routes of the Analytics tabs that the ledger can count: Users, Budget, Platform, Usage
 (the Spend tab is GET /v1/admin/spend). `from` and `to` are UTC days: this month up to today by
-default, at most 366 days. HTTP in and out; the counting is `ledger/tokens/analytics.py`."""
+default, at most 366 days. HTTP in and out; the counting is `ledger/tokens/analytics.py`, through
+`domain/admin/usage.py`."""
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Request
 
-from api.admin import bodies, context
+from api.admin import bodies
 from api.auth import AdminDep, services_of
+from domain.admin import usage
 from domain.completions.validation import text
-from domain.error_mapping import ledger_refusals
-from domain.operations import analytics_tabs
 
 router = APIRouter(prefix="/v1/admin/analytics")
 DAYS = ("from", "to")
@@ -20,9 +20,7 @@ DAYS = ("from", "to")
 async def _tab(request: Request, name: str, known: tuple[str, ...] = DAYS, **narrowed: Any) -> dict:
     bodies.read_query(request, known)
     first, last = bodies.query_day(request, "from"), bodies.query_day(request, "to")
-    async with context.reads(request) as session:
-        with ledger_refusals():
-            return await analytics_tabs.tab(session, context.platform(request), name, first, last, **narrowed)
+    return await usage.analytics_tab(services_of(request), name, first, last, **narrowed)
 
 
 @router.get("/users")

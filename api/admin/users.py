@@ -1,15 +1,14 @@
 """Admin routes of Users: list, make, show, suspend, restore, allowance, role, tags; their Grants,
-Budgets (a key's own too), keys and usage. HTTP in and out; the logic is `ledger/operations/`."""
+Budgets (a key's own too), keys and usage. HTTP in and out; the logic is `domain/admin/`."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from api.admin import bodies, context
-from api.auth import AdminDep
-from domain.completions.validation import bad_value, text
-from domain.error_mapping import ledger_refusals
-from ledger.accounts.tables import Role, Standing
-from domain.operations import api_keys, documents, tokens, usage_report, users
+from api.admin import bodies
+from api.auth import AdminDep, services_of
+from domain.admin import budgets, keys, usage, users
+from domain.auth import Admin
+from domain.completions.validation import text
 
 router = APIRouter(prefix="/v1/admin/users")
 USER = "a User id"
@@ -18,46 +17,37 @@ KEY = "an API key id"
 
 @router.get("")
 async def list_users(request: Request, admin: AdminDep):
-    query, platform = bodies.read_query(request, ("tag",)), context.platform(request)
-    async with context.reads(request) as session:
-        with ledger_refusals("tag"):
-            lines = await users.user_lines(session, platform, query.get("tag"))
-    return {"users": [documents.user_line(line, platform.clock()) for line in lines]}
+    query = bodies.read_query(request, ("tag",))
+    return await users.list_users(services_of(request), query.get("tag"))
 
 
 @router.post("")
 async def create_user(request: Request, admin: AdminDep):
     body = await bodies.read_fields(request, ("name",))
     name = text(bodies.required(body, "name"), "name")
-    async with context.writes(request) as session:
-        with ledger_refusals("name"):
-            return documents.user_brief(await users.create_user(session, name))
+    return await users.create_user(services_of(request), name)
 
 
 @router.get("/{user_id}")
 async def show_user(user_id: str, request: Request, admin: AdminDep):
-    who, platform = bodies.path_id(user_id, "user_id", USER), context.platform(request)
-    async with context.reads(request) as session:
-        with ledger_refusals():
-            return documents.user_page(await users.user_page(session, platform, who), platform.clock())
+    who = bodies.path_id(user_id, "user_id", USER)
+    return await users.show_user(services_of(request), who)
 
 
-async def _standing(user_id: str, request: Request, admin: AdminDep, standing: Standing) -> dict:
+async def _standing(user_id: str, request: Request, admin: Admin, standing: str) -> dict:
     who = bodies.path_id(user_id, "user_id", USER)
     await bodies.read_fields(request, ())
-    async with context.writes(request) as session:
-        with ledger_refusals():
-            return documents.user_brief(await users.set_standing(session, who, standing, acting=admin.user_id))
+    return await users.set_standing(services_of(request), who, standing, admin.user_id)
 
 
 @router.post("/{user_id}/suspend")
 async def suspend_user(user_id: str, request: Request, admin: AdminDep):
-    return await _standing(user_id, request, admin, Standing.suspended)
+    return await _standing(user_id, request, admin, "suspended")
 
 
 @router.post("/{user_id}/restore")
 async def restore_user(user_id: str, request: Request, admin: AdminDep):
-    return await _standing(user_id, request, admin, Standing.active)
+    return await _standing(user_id, request, admin, "active")
 
 
 @router.post("/{user_id}/allowance")
@@ -66,11 +56,7 @@ async def set_allowance(user_id: str, request: Request, admin: AdminDep):
     who = bodies.path_id(user_id, "user_id", USER)
     body = await bodies.read_fields(request, ("tokens",))
     wanted = None if body.get("tokens") is None else bodies.tokens(body, "tokens", least=0)
-    async with context.writes(request) as session:
-        with ledger_refusals():
-            user, allowance = await users.set_allowance(session, context.platform(request), who, wanted)
-    return {"user": documents.user_brief(user), "monthly_allowance": allowance,
-            "allowance_is_default": wanted is None}
+    return await users.set_allowance(services_of(request), who, wanted)
 
 
 @router.post("/{user_id}/role")
@@ -78,30 +64,20 @@ async def set_role(user_id: str, request: Request, admin: AdminDep):
     who = bodies.path_id(user_id, "user_id", USER)
     body = await bodies.read_fields(request, ("role",))
     role = text(bodies.required(body, "role"), "role")
-    if role not in Role.__members__:
-        raise bad_value("role", "admin or user")
-    async with context.writes(request) as session:
-        with ledger_refusals("role"):
-            return documents.user_brief(await users.set_role(session, who, Role(role), acting=admin.user_id))
+    return await users.set_role(services_of(request), who, role, admin.user_id)
 
 
 @router.post("/{user_id}/tags")
 async def add_tag(user_id: str, request: Request, admin: AdminDep):
     who = bodies.path_id(user_id, "user_id", USER)
     tag = text(bodies.required(await bodies.read_fields(request, ("tag",)), "tag"), "tag")
-    async with context.writes(request) as session:
-        with ledger_refusals("tag"):
-            user, tags = await users.add_tag(session, who, tag)
-    return {"user": documents.user_brief(user), "tags": tags}
+    return await users.add_tag(services_of(request), who, tag)
 
 
 @router.delete("/{user_id}/tags/{tag}")
 async def remove_tag(user_id: str, tag: str, request: Request, admin: AdminDep):
     who = bodies.path_id(user_id, "user_id", USER)
-    async with context.writes(request) as session:
-        with ledger_refusals("tag"):
-            user, tags = await users.remove_tag(session, who, tag)
-    return {"user": documents.user_brief(user), "tags": tags}
+    return await users.remove_tag(services_of(request), who, tag)
 
 
 # Grants and Budgets ------------------------------------------------------------------------
@@ -112,9 +88,7 @@ async def grant(user_id: str, request: Request, admin: AdminDep):
     body = await bodies.read_fields(request, ("tokens", "key_id", "note"))
     amount = bodies.tokens(body, "tokens", least=1)
     key_id, note = bodies.optional_id(body, "key_id", KEY), bodies.optional_text(body, "note")
-    async with context.writes(request) as session:
-        with ledger_refusals("note"):
-            return documents.budget_left(await tokens.grant(session, who, amount, key_id=key_id, note=note))
+    return await budgets.grant(services_of(request), who, amount, key_id, note)
 
 
 @router.post("/{user_id}/budget")
@@ -123,9 +97,7 @@ async def set_budget(user_id: str, request: Request, admin: AdminDep):
     who = bodies.path_id(user_id, "user_id", USER)
     body = await bodies.read_fields(request, ("tokens", "key_id"))
     amount, key_id = bodies.tokens(body, "tokens", least=0), bodies.optional_id(body, "key_id", KEY)
-    async with context.writes(request) as session:
-        with ledger_refusals():
-            return documents.budget_left(await tokens.set_budget(session, who, amount, key_id=key_id))
+    return await budgets.set_budget(services_of(request), who, amount, key_id)
 
 
 # Keys and usage --------------------------------------------------------------------------------
@@ -134,12 +106,7 @@ async def list_keys(user_id: str, request: Request, admin: AdminDep):
     """The User's keys; `?all=true` lists the revoked ones too."""
     who = bodies.path_id(user_id, "user_id", USER)
     bodies.read_query(request, ("all",))
-    every = bodies.query_flag(request, "all")
-    async with context.reads(request) as session:
-        with ledger_refusals():
-            user, lines = await api_keys.key_lines(session, context.platform(request).clock(), who,
-                                                   include_revoked=every)
-    return documents.key_lines(user, lines)
+    return await keys.list_keys(services_of(request), who, bodies.query_flag(request, "all"))
 
 
 @router.post("/{user_id}/keys")
@@ -147,20 +114,13 @@ async def create_key(user_id: str, request: Request, admin: AdminDep):
     """A new key for the User; the whole key is in this answer only (`key`)."""
     who = bodies.path_id(user_id, "user_id", USER)
     name = text(bodies.required(await bodies.read_fields(request, ("name",)), "name"), "name")
-    async with context.writes(request) as session:
-        with ledger_refusals("name"):
-            user, key, raw_key = await api_keys.create_key(session, who, name)
-    return {"user": documents.user_brief(user), "id": str(key.id), "name": key.name, "prefix": key.prefix,
-            "key": raw_key}
+    return await keys.create_key(services_of(request), who, name)
 
 
 async def _key_action(user_id: str, key_id: str, request: Request, action: str) -> dict:
     who, key = bodies.path_id(user_id, "user_id", USER), bodies.path_id(key_id, "key_id", KEY)
     await bodies.read_fields(request, ())
-    async with context.writes(request) as session:
-        with ledger_refusals():
-            await api_keys.set_key_status(session, key, action, who=who)
-            return documents.key_page(await api_keys.key_page(session, context.platform(request).clock(), key))
+    return await keys.change_key(services_of(request), who, key, action)
 
 
 @router.post("/{user_id}/keys/{key_id}/pause")
@@ -185,8 +145,4 @@ async def user_usage(user_id: str, request: Request, admin: AdminDep):
     query = bodies.read_query(request, ("from", "to", "key_id"))
     first, last = bodies.query_day(request, "from"), bodies.query_day(request, "to")
     key_id = bodies.optional_id(query, "key_id", KEY)
-    async with context.reads(request) as session:
-        with ledger_refusals():
-            report = await usage_report.usage_report(session, context.platform(request).clock(), who, key_id=key_id,
-                                                     first=first, last=last)
-    return documents.usage_report(report)
+    return await usage.user_usage(services_of(request), who, key_id, first, last)

@@ -1,16 +1,16 @@
 """Admin routes of warm windows (spec: "Keep a model Warm"): each window records the admin who made
-it, and shows what it costs. HTTP in and out; the logic is `ledger/operations/`."""
+it, and shows what it costs. HTTP in and out; the logic is `domain/admin/warm.py`."""
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, Request
 
-from api.admin import bodies, context
+from api.admin import bodies
 from api.auth import AdminDep, services_of
+from domain.admin import warm
 from domain.completions.validation import bad_type, integer, text
-from domain.error_mapping import ledger_refusals
-from domain.operations import arguments, documents, warm_windows
+from domain.operations import arguments
 
 router = APIRouter(prefix="/v1/admin/warm-windows")
 WINDOW = "a warm window id"
@@ -27,9 +27,7 @@ async def list_windows(request: Request, admin: AdminDep):
     """Every window that still counts, with its cost; `?model=` one model's."""
     query = bodies.read_query(request, ("model",))
     model_id = _model(request, query) if "model" in query else None
-    async with context.reads(request) as session:
-        lines = await warm_windows.window_lines(session, context.platform(request), model_id)
-    return {"windows": [documents.window_line(line) for line in lines]}
+    return await warm.list_windows(services_of(request), model_id)
 
 
 @router.post("")
@@ -44,11 +42,7 @@ async def add_window(request: Request, admin: AdminDep):
     start = bodies.read_as(arguments.minute_of_day, text(bodies.required(body, "from"), "from"), "from", what="From")
     end = bodies.read_as(arguments.minute_of_day, text(bodies.required(body, "to"), "to"), "to", what="To")
     zone = bodies.optional_text(body, "time_zone", "UTC")
-    async with context.writes(request) as session:
-        with ledger_refusals():
-            line = await warm_windows.add_window(session, context.platform(request), model_id, days, start, end,
-                                                 zone, admin.name)
-    return documents.window_line(line)
+    return await warm.add_window(services_of(request), model_id, days, start, end, zone, admin.name)
 
 
 @router.post("/now")
@@ -57,16 +51,11 @@ async def warm_now(request: Request, admin: AdminDep):
     body = await bodies.read_fields(request, ("model", "hours"))
     model_id = _model(request, body)
     hours = integer(bodies.required(body, "hours"), "hours")
-    async with context.writes(request) as session:
-        with ledger_refusals("hours"):
-            line = await warm_windows.warm_now(session, context.platform(request), model_id, hours, admin.name)
-    return documents.window_line(line)
+    return await warm.warm_now(services_of(request), model_id, hours, admin.name)
 
 
 @router.delete("/{window_id}")
 async def remove_window(window_id: str, request: Request, admin: AdminDep):
     """Stop a window; the answer is the window as it was, with what it cost."""
     found = bodies.path_id(window_id, "window_id", WINDOW)
-    async with context.writes(request) as session:
-        with ledger_refusals():
-            return documents.window_line(await warm_windows.remove_window(session, context.platform(request), found))
+    return await warm.remove_window(services_of(request), found)
