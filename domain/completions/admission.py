@@ -20,7 +20,7 @@ from domain.error_mapping import key_refusal_error
 from domain.inference.gateway import ModelGateway, Waits
 from domain.timing import stage
 from ledger.errors import KeyRefused
-from ledger.accounts.keys import recheck
+from ledger.accounts.keys import Principal, recheck
 from ledger.tokens.tables import UsageSource, UsageStatus
 from ledger.tokens.holds import HoldAsk
 
@@ -74,7 +74,7 @@ class Admitted:
     waits: Waits
 
 
-def hold_ask(planned: PlannedRequest, principal: Any, model_id: str, request_id: str,
+def hold_ask(planned: PlannedRequest, principal: Principal, model_id: str, request_id: str,
              policy: AdmissionPolicy = FOREGROUND) -> HoldAsk:
     r = planned.request
     return HoldAsk(
@@ -105,7 +105,7 @@ class Admission:
         self.counts = counts  # the settled tokens' metrics (domain.metrics.counts.Counts)
 
     async def admit(self, planned: PlannedRequest, model: Any, gateway: ModelGateway, request_id: str,
-                    principal: Any, policy: AdmissionPolicy = FOREGROUND, sink: HoldSink | None = None) -> Admitted:
+                    principal: Principal, policy: AdmissionPolicy = FOREGROUND, sink: HoldSink | None = None) -> Admitted:
         """The places, then the Hold (a waiting request holds no tokens).
 
         `sink` learns the Hold's id before the request runs and takes its
@@ -131,14 +131,14 @@ class Admission:
         settlement = Settlement(sink or self.ledger, held.hold_id, held.tokens, ask, self.counts)
         return Admitted(assembly, settlement, headers, exits, self._waits(planned, policy))
 
-    async def _enter_line(self, exits: contextlib.AsyncExitStack, principal: Any) -> None:
+    async def _enter_line(self, exits: contextlib.AsyncExitStack, principal: Principal) -> None:
         clock = asyncio.get_running_loop().time
         entered = clock()
         await exits.enter_async_context(self.traffic.line(str(principal.key_id)))
         if clock() - entered > RECHECK_AFTER_WAIT_S:
             await self._recheck(principal)
 
-    async def _recheck(self, principal: Any) -> None:
+    async def _recheck(self, principal: Principal) -> None:
         try:
             async with self.sessions() as session:
                 await recheck(session, principal)
