@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.services import Services
 from deployments.boot import WAITING_FOR_GPU, ReplicaReport, Start
 
 STAGE_LABELS = {
@@ -63,3 +64,20 @@ async def model_status(model: Any, services: Any) -> dict[str, Any]:
         warm, start = report.serving > 0, reported_boot(report, gateway.waiting_since)
     boot = None if start is None else boot_json(start, now)
     return {"id": model.id, "object": "model.status", "warm": warm, "boot": boot, "activation_boot": boot}
+
+
+# -- the routes ------------------------------------------------------------------------------------------
+
+def model_list(services: Services) -> dict[str, Any]:
+    """GET /v1/models: every served model."""
+    return {"object": "list", "data": [model_json(m, services.catalog) for m in services.served_models()]}
+
+
+def named_model(services: Services, name: str) -> dict[str, Any]:
+    """GET /v1/models/{model_id}: the model by its id, served_model_name or alias."""
+    return model_json(services.resolve_model(name), services.catalog)
+
+
+async def named_model_status(services: Services, name: str) -> dict[str, Any]:
+    """GET /v1/models/{model_id}/status."""
+    return await model_status(services.resolve_model(name), services)
