@@ -8,16 +8,20 @@ handler.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from domain.mail import mailer_of
 from domain.completions.admission import Admission
+from domain.harvests.long_polls import LongPolls
 from domain.idempotency import Idempotency
 from domain.inference.breaker import CircuitBreaker
 from domain.inference.clients import EngineClient, HandleEngineClient, LocalEngineClient
 from domain.inference.gateway import ModelGateway
 from domain.metrics.counts import Counts, counts_from_settings
 from domain.metrics.line import MeteredKeyLine
+from domain.metrics.scrape import LedgerReadings
 from domain.services import Services
 from domain.settings import Settings, get_settings
 from domain.tokenizers import TokenizerRegistry
@@ -27,6 +31,8 @@ from deployments.background.runner import Runner, RunnerTimes
 from deployments.catalog import Catalog, load_catalog
 from deployments.operations import DeploymentRef, Operations, build_operations, serve_replica_counter
 from deployments.resident import Background, Colocated
+from harvest.storage import HarvestStorage
+from ledger.store.coltypes import utcnow
 from ledger.store.db import make_engine, session_factory
 
 
@@ -57,12 +63,14 @@ def build_gateways(settings: Settings, clients: dict[str, EngineClient]) -> dict
 
 
 def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClient], db_engine: Any, *,
-            tokenizers: TokenizerRegistry | None = None, counts: Counts | None = None) -> Services:
+            tokenizers: TokenizerRegistry | None = None, counts: Counts | None = None,
+            clock: Callable[[], datetime] = utcnow, harvest_storage: HarvestStorage | None = None) -> Services:
     """Every service of one process, over its engine clients and its ledger database.
 
     `counts`, where given, is where this process's answers and tokens are counted instead of
     the settings' tally: tests give each in-process stack its own, so that no other stack's
-    counts land in a test's figures."""
+    counts land in a test's figures. Tests give their own `clock` too, and a `harvest_storage`
+    of their own instead of ACS_HARVEST_STORAGE's."""
     sessions, ledger = build_ledger(settings, db_engine)
     traffic = traffic_from_settings(settings.redis_url)
     traffic.key_line = MeteredKeyLine(traffic.key_line)  # /metrics shows the lines' lengths
@@ -73,9 +81,12 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
                           counts=counts)
     return Services(settings=settings, catalog=catalog, gateways=build_gateways(settings, clients),
                     sessions=sessions, ledger=ledger, traffic=traffic, idempotency=Idempotency(sessions),
-                    admission=admission, tokenizers=tokenizers,
-                    work_kinds=[handler_type.kind for handler_type in handler_types()],
-                    counts=counts, mailer=mailer_of(settings))
+                    admission=admission, long_polls=LongPolls(),
+                    harvest_storage=harvest_storage or HarvestStorage(settings.harvest_storage),
+                    metrics_readings=LedgerReadings(sessions, settings.metrics_ledger_cache_s,
+                                                    settings.health_timeout_s),
+                    tokenizers=tokenizers, work_kinds=[handler_type.kind for handler_type in handler_types()],
+                    counts=counts, mailer=mailer_of(settings), clock=clock)
 
 
 def handler_types() -> list[type]:
@@ -88,7 +99,12 @@ def handler_types() -> list[type]:
 
 
 def handlers(services: Services) -> list[WorkHandler]:
-    return [handler_type(services) for handler_type in handler_types()]
+    from domain.harvests.handler import HarvestHandler, RayRuns
+    from domain.jobs.handler import JobHandler
+    from domain.looms.handler import NodeHandler
+
+    # A harvest's GPU runs are the Ray cluster's detached actors.
+    return [JobHandler(services), NodeHandler(services), HarvestHandler(services, RayRuns())]
 
 
 def runner_times(settings: Settings) -> RunnerTimes:

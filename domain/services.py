@@ -9,14 +9,17 @@ from datetime import datetime
 from typing import Any
 
 from domain import errors
+from domain.harvests.long_polls import LongPolls
 from domain.inference.gateway import ModelGateway
 from domain.metrics.counts import Counts
 from domain.metrics.replica import replica_name
 from domain.metrics.request_model import note_model
+from domain.metrics.scrape import LedgerReadings
 from domain.metrics.tally import PROCESS_TALLY
 from domain.settings import Settings
 from domain.tokenizers import TokenizerRegistry
 from deployments.resident import NoResident, Resident
+from harvest.storage import HarvestStorage
 from ledger.store.coltypes import utcnow
 
 MODEL_NOT_FOUND = "The model `{name}` does not exist. The API serves {ids}."
@@ -32,6 +35,12 @@ class Services:
     traffic: Any  # domain.traffic.limits.Traffic
     idempotency: Any  # domain.idempotency.Idempotency
     admission: Any  # domain.completions.admission.Admission
+    # The reads of a harvest that wait (`wait`), counted for the whole process.
+    long_polls: LongPolls
+    # Where the harvests' files are, for their download links.
+    harvest_storage: HarvestStorage
+    # The ledger's counts that /metrics shows, read at most every ACS_METRICS_LEDGER_CACHE_S.
+    metrics_readings: LedgerReadings
     tokenizers: TokenizerRegistry = field(default_factory=TokenizerRegistry)
     # The kinds of background work that Runners run (GET /health lists them).
     work_kinds: list[Any] = field(default_factory=list)
@@ -41,7 +50,8 @@ class Services:
     replica: str = field(default_factory=replica_name)
     started_at: float = field(default_factory=time.time)
     # The App's mail (ledger.accounts.mail.Mailer; None keeps mail in the outbox) and the time that its sessions,
-    # links and sign-in tries read: tests hand in a clock of their own.
+    # links and sign-in tries read, and the harvests' (their month, links, cancels): tests hand in a clock
+    # of their own.
     mailer: Any = None
     clock: Callable[[], datetime] = utcnow
     # Told the kind (ledger.work.tables.WorkKind) of work just queued, so that a Runner claims it at

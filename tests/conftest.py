@@ -93,7 +93,9 @@ TEST_SETTINGS = dict(keepalive_s=0.2, long_wait_s=30.0, engine_timeout_s=5.0, br
                      redis_url=None)
 
 
-async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:
+async def build_stack(engine: Any, sessions: Any, *, composed: dict[str, Any] | None = None,
+                      **settings: Any) -> ApiStack:
+    """`composed`: more of compose's keywords (a clock, a harvest storage of the test's own)."""
     config = Settings(profile="test", **{**TEST_SETTINGS, **settings})
     catalog = load_catalog("test")
     clients = {model_id: LocalEngineClient(engine) for model_id in catalog.models}
@@ -102,7 +104,7 @@ async def build_stack(engine: Any, sessions: Any, **settings: Any) -> ApiStack:
     # stack's requests must not land in a test's figures.
     counts = None if config.redis_url else Counts(ProcessTally())
     app.state.services = compose(config, catalog, clients, sessions.kw["bind"], tokenizers=SHARED_TOKENIZERS,
-                                 counts=counts)
+                                 counts=counts, **(composed or {}))
     sessions = app.state.services.sessions
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api.test", timeout=60)
     return ApiStack(app, app.state.services, engine, await new_key(sessions), http)
@@ -125,12 +127,20 @@ async def sqlite_sessions(tmp_path_factory: pytest.TempPathFactory) -> AsyncIter
     await engine.dispose()
 
 
+@pytest.fixture
+def composed() -> dict[str, Any]:
+    """What the fake stack's composition takes beside its settings (compose's keywords): a module
+    that gives its own clock or harvest storage overrides this fixture."""
+    return {}
+
+
 @pytest_asyncio.fixture
-async def fake_stack(sqlite_sessions: Any, pg_sessions: Any, request: pytest.FixtureRequest) -> AsyncIterator[ApiStack]:
+async def fake_stack(sqlite_sessions: Any, pg_sessions: Any, composed: dict[str, Any],
+                     request: pytest.FixtureRequest) -> AsyncIterator[ApiStack]:
     """The API over a FakeEngine, on the embedded default's SQLite ledger;
     `@pytest.mark.postgres` puts it on PostgreSQL, for what tests the ledger's
     locks and pool. `@pytest.mark.fake(delay_s=...)` and `@pytest.mark.settings(...)`
-    configure the engine and the API."""
+    configure the engine and the API; the `composed` fixture, its composition."""
     from tests.fakes import FakeEngine
 
     fake_marker = request.node.get_closest_marker("fake")
@@ -138,7 +148,8 @@ async def fake_stack(sqlite_sessions: Any, pg_sessions: Any, request: pytest.Fix
     on_postgres = request.node.get_closest_marker("postgres") is not None
     sessions = pg_sessions if on_postgres else sqlite_sessions
     engine = FakeEngine(**(fake_marker.kwargs if fake_marker else {}))
-    stack = await build_stack(engine, sessions, **(settings_marker.kwargs if settings_marker else {}))
+    settings = settings_marker.kwargs if settings_marker else {}
+    stack = await build_stack(engine, sessions, composed=composed, **settings)
     yield stack
     await stack.http.aclose()
 

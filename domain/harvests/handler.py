@@ -65,9 +65,10 @@ class HarvestHandler:
     kind = WorkKind.harvest
     kept_for = records.KEPT_FOR
 
-    def __init__(self, services: Any, runs: Runs | None = None, poll_s: float = 1.0) -> None:
+    def __init__(self, services: Any, runs: Runs, poll_s: float = 1.0) -> None:
+        """`runs`: RayRuns, given by the composition root (a fake in unit tests)."""
         self.services, self.ledger = services, services.ledger
-        self.runs = runs or RayRuns()
+        self.runs = runs
         self.poll_s = poll_s
 
     async def run(self, work: Work, hold: AttemptHold) -> queue.Result:

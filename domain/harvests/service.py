@@ -8,24 +8,20 @@ Runner takes the Hold when it starts the harvest (domain/harvests/handler.py).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import time
 import uuid
-from collections import Counter
 from datetime import datetime
-from typing import Any, Awaitable, Callable, Iterator
-
-from fastapi.responses import JSONResponse, Response
+from typing import Any, Awaitable, Callable
 
 from domain import errors
+from domain.answers import Answer
 from domain.completions.validation import bad_value
 from domain.harvests.validation import HarvestPlan, fit_to_model, parse_harvest_request
 from domain.harvests.views import PROGRESS_HEADER, Links, harvest_json, harvest_request_id, progress
 from domain.services import Services
 from ledger.work import harvests as rows
-from ledger.store.coltypes import utcnow
 from ledger.store.ids import uuid7
 from ledger.work.idempotency import Replay
 from ledger.work.tables import ENDED, Harvest, Work, WorkKind, WorkStatus
@@ -65,36 +61,10 @@ def parse_wait(wait: str | None) -> float:
     return float(wait)
 
 
-class LongPolls:
-    """Reads of a harvest that wait at once, in this process: 4 a key and 8 in all (spec: Limits)."""
-
-    def __init__(self, per_key: int = 4, in_all: int = 8) -> None:
-        self.per_key, self.in_all = per_key, in_all
-        self.by_key: Counter[Any] = Counter()
-
-    @property
-    def waiting(self) -> int:
-        return sum(self.by_key.values())
-
-    @contextlib.contextmanager
-    def slot(self, key_id: Any) -> Iterator[bool]:
-        """Whether this read may wait; its place is freed when it answers."""
-        if self.by_key[key_id] >= self.per_key or self.waiting >= self.in_all:
-            yield False
-            return
-        self.by_key[key_id] += 1
-        try:
-            yield True
-        finally:
-            self.by_key[key_id] -= 1
-            if not self.by_key[key_id]:
-                del self.by_key[key_id]
-
-
 class HarvestService:
-    def __init__(self, services: Services, long_polls: LongPolls, base_url: str,
-                 clock: Callable[[], datetime] = utcnow) -> None:
-        self.services, self.long_polls, self.clock = services, long_polls, clock
+    def __init__(self, services: Services, base_url: str) -> None:
+        """`base_url`: the request's, for the links of a done harvest without ACS_PUBLIC_BASE_URL."""
+        self.services, self.long_polls, self.clock = services, services.long_polls, services.clock
         settings = services.settings
         self.links = Links(base_url=settings.public_base_url or base_url,
                            secret=settings.harvest_link_secret.get_secret_value().encode(),
@@ -110,7 +80,7 @@ class HarvestService:
             raise errors.HarvestUnsupported(UNSUPPORTED.format(name=request.model, ids=ids), "model")
         return fit_to_model(request, model)
 
-    async def submit(self, body: Any, principal: Any, idempotency_key: str | None) -> Response:
+    async def submit(self, body: Any, principal: Any, idempotency_key: str | None) -> Answer:
         # A 50 MiB body decodes for a while: off the event loop.
         plan = await asyncio.to_thread(self.prepare, body)
         await self.services.ledger.check_spend_stop()
@@ -125,12 +95,12 @@ class HarvestService:
         payload = harvest_json(work, harvest, self.clock(), self.links)
         if claim is not None:
             await self.services.idempotency.answered(claim.record_id, 202, payload)
-        return JSONResponse(payload, status_code=202)
+        return Answer(payload, 202)
 
-    async def _again(self, replay: Replay, principal: Any) -> Response:
+    async def _again(self, replay: Replay, principal: Any) -> Answer:
         """The same key and request: the harvest it made, as it is now; nothing is queued again."""
         work, harvest = await self._find(uuid.UUID(json.loads(replay.body)["job_id"]), principal)
-        return JSONResponse(harvest_json(work, harvest, self.clock(), self.links), status_code=200)
+        return Answer(harvest_json(work, harvest, self.clock(), self.links))
 
     async def _enqueue(self, plan: HarvestPlan, principal: Any, work_id: uuid.UUID) -> tuple[Work, Harvest]:
         now = self.clock()
@@ -165,7 +135,7 @@ class HarvestService:
         return found
 
     async def get(self, job_id: str, wait: str | None, principal: Any,
-                  disconnected: Callable[[], Awaitable[bool]] | None = None) -> Response:
+                  disconnected: Callable[[], Awaitable[bool]] | None = None) -> Answer:
         work_id, wait_s = parse_job_id(job_id), parse_wait(wait)
         work, harvest = await self._find(work_id, principal)
         headers: dict[str, str] = {}
@@ -176,7 +146,7 @@ class HarvestService:
                 else:
                     headers.update(DECLINED)
         headers[PROGRESS_HEADER] = progress(work, harvest)
-        return JSONResponse(harvest_json(work, harvest, self.clock(), self.links), headers=headers)
+        return Answer(harvest_json(work, harvest, self.clock(), self.links), headers=headers)
 
     async def _wait_for_change(self, work: Work, harvest: Harvest, principal: Any, wait_s: float,
                                disconnected: Callable[[], Awaitable[bool]] | None) -> tuple[Work, Harvest]:
@@ -189,7 +159,7 @@ class HarvestService:
                 break
         return work, harvest
 
-    async def cancel(self, job_id: str, principal: Any) -> Response:
+    async def cancel(self, job_id: str, principal: Any) -> dict[str, Any]:
         work_id = parse_job_id(job_id)
         async with self.services.ledger.write_sessions() as session:
             found = await rows.cancel(session, work_id, principal.user_id, self.clock())
@@ -199,4 +169,4 @@ class HarvestService:
         if work.status in (WorkStatus.succeeded, WorkStatus.failed):
             status = "done" if work.status == WorkStatus.succeeded else "failed"
             raise errors.HarvestNotCancellable(NOT_CANCELLABLE.format(status=status))
-        return JSONResponse(harvest_json(work, harvest, self.clock(), self.links))
+        return harvest_json(work, harvest, self.clock(), self.links)

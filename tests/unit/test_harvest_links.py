@@ -310,28 +310,41 @@ MANIFEST = json.dumps({"layout_version": 2, "padding": "x" * 2000}).encode()  # 
 SHARD = bytes(range(256)) * 40 + b"tail"  # 10,244 bytes
 
 
+class RecordingStorage(HarvestStorage):
+    """The stack's harvest storage, in a folder of the test: it records each file that is reached."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.reached: list[tuple[str, str]] = []
+
+    def path(self, job_id: uuid.UUID | str, name: str) -> str:
+        self.reached.append((str(job_id), name))
+        return super().path(job_id, name)
+
+
 @pytest.fixture
-def harvest_files(fake_stack: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """A done harvest's files in a storage folder of this test, and a secret file beside it."""
-    root = tmp_path / "harvests"
-    storage = HarvestStorage(str(root))
+def storage(tmp_path: Path) -> RecordingStorage:
+    return RecordingStorage(str(tmp_path / "harvests"))
+
+
+@pytest.fixture
+def composed(storage: RecordingStorage) -> dict[str, Any]:
+    return {"harvest_storage": storage}
+
+
+@pytest.fixture
+def harvest_files(fake_stack: Any, storage: RecordingStorage, tmp_path: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A done harvest's files in the stack's storage, in a folder of this test, and a secret file beside it."""
     job_id = str(uuid.uuid4())
     storage.write(job_id, "manifest.json", MANIFEST)
     storage.write(job_id, "stats.safetensors", b"stats")
     storage.write(job_id, "shard_00000.safetensors", SHARD)
+    storage.reached.clear()  # only the route's reads count
     (tmp_path / "secret.txt").write_text("outside the harvests folder")
-    settings = fake_stack.services.settings
-    monkeypatch.setattr(settings, "harvest_storage", str(root))
-    monkeypatch.setattr(settings, "harvest_link_secret", SecretStr("the route's secret"))
-    reached: list[str] = []
-    real = files.storage_for
-
-    def storage_for(root_: str) -> HarvestStorage:
-        reached.append(root_)
-        return real(root_)
-
-    monkeypatch.setattr(files, "storage_for", storage_for)
-    return {"job_id": job_id, "root": root, "reached": reached, "secret": b"the route's secret"}
+    monkeypatch.setattr(fake_stack.services.settings, "harvest_link_secret", SecretStr("the route's secret"))
+    return {"job_id": job_id, "root": tmp_path / "harvests", "reached": storage.reached,
+            "secret": b"the route's secret"}
 
 
 def url_of(harvest: dict[str, Any], name: str, *, expires_at: int | None = None, base: str = "http://api.test") -> str:
@@ -542,7 +555,7 @@ async def test_a_path_traversal_reaches_no_file(fake_stack: Any, harvest_files: 
     # The same way in, for a real file, does reach it.
     got, body = await raw_get(fake_stack.app, f"/v1/harvest-files/{job_id}/manifest.json?{signed(job_id, 'manifest.json')}")
     assert (got, body) == (200, MANIFEST)
-    assert harvest_files["reached"] == [str(harvest_files["root"])]
+    assert set(harvest_files["reached"]) == {(job_id, "manifest.json")}
 
 
 # Real curl against a served app, as the cookbook's harvest.sh downloads ------------------

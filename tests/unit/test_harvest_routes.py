@@ -27,7 +27,6 @@ from sqlalchemy import delete, update
 from sqlmodel import select
 
 from api.app import EXPOSED_HEADERS
-from api.harvests.router import HarvestRoutes
 from domain.harvests.validation import decode_projection
 from deployments.catalog import Catalog
 from harvest.links import verify
@@ -148,12 +147,21 @@ async def _no_work(stack: Any) -> None:
         await session.commit()
 
 
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def composed(clock: Clock) -> dict[str, Any]:
+    """The stack's clock is the test's: the harvest routes read it."""
+    return {"clock": clock}
+
+
 @pytest_asyncio.fixture
-async def h(fake_stack: Any) -> AsyncIterator[Harvests]:
+async def h(fake_stack: Any, clock: Clock) -> AsyncIterator[Harvests]:
     await _no_work(fake_stack)
     fake_stack.services.catalog = harvest_catalog(fake_stack.services.catalog)
-    clock = Clock()
-    fake_stack.app.state.harvest_routes = HarvestRoutes(clock=clock)
     yield Harvests(fake_stack, clock)
     # Leave no harvest rows: other modules' fixtures empty the work table alone.
     await _no_work(fake_stack)
@@ -650,7 +658,7 @@ async def test_wait_is_0_to_60_seconds(h: Harvests, wait: str) -> None:
 
 
 async def test_four_waiting_reads_a_key_and_eight_in_all(h: Harvests) -> None:
-    polls = h.stack.app.state.harvest_routes.long_polls
+    polls = h.stack.services.long_polls
     keys = [h.stack.key, await another_key(h.stack), await another_key(h.stack, same_user=False)]
     jobs = [await h.created(key=key) for key in keys]
 
