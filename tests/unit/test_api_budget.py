@@ -4,6 +4,7 @@ the per-key line and the rate limits (fake engine, PostgreSQL ledger)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -142,6 +143,80 @@ async def test_a_long_answer_keeps_the_clamp_header(fake_stack: Any) -> None:
     assert r.status_code == 200 and r.content.startswith(b" ")
     assert r.headers["x-acs-max-tokens-clamped"] == "requested=200,applied=21,reason=budget,source=client"
     assert r.json()["usage"]["completion_tokens"] == 21
+
+
+# A client that goes away (Serve cancels the task that serves it) ------------------------------------
+
+async def _served_until(stack: Any, body: dict, enough: Any) -> list[bytes]:
+    """POST /v1/completions straight to the app; once `enough(pieces)` holds for the body pieces
+    sent so far, the client goes away: the task that serves it is cancelled, as Serve does."""
+    pieces: list[bytes] = []
+    seen = asyncio.Event()
+    data = json.dumps(body).encode()
+    headers = [(b"authorization", f"Bearer {stack.key}".encode()), (b"content-type", b"application/json"),
+               (b"content-length", str(len(data)).encode())]
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/completions", "raw_path": b"/v1/completions",
+             "query_string": b"", "root_path": "", "headers": headers, "client": ("127.0.0.1", 5000),
+             "server": ("api.test", 80)}
+    bodies = [{"type": "http.request", "body": data, "more_body": False}]
+
+    async def receive() -> dict:
+        if bodies:
+            return bodies.pop()
+        await asyncio.Event().wait()  # no disconnect message: the cancel is how it leaves
+        return {}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.body":
+            pieces.append(message.get("body", b""))
+            if enough(pieces):
+                seen.set()
+                await asyncio.Event().wait()  # the reader stops reading
+
+    served = asyncio.create_task(stack.app(scope, receive, send))
+    await asyncio.wait_for(seen.wait(), 60)  # the first loads the tokenizer
+    served.cancel()
+    await asyncio.gather(served, return_exceptions=True)
+    return pieces
+
+
+def _events(pieces: list[bytes]) -> list[bytes]:
+    return [piece for piece in pieces if piece.startswith(b"data: ")]
+
+
+async def test_a_stream_whose_client_goes_away_pays_what_it_sent_and_leaves_the_line(fake_stack: Any) -> None:
+    await _served_until(fake_stack, {**SKY, "max_tokens": 50, "stream": True},
+                        lambda pieces: len(_events(pieces)) == 3)
+    who = await principal(fake_stack)
+    # The 3 tokens of the 3 events sent, and the prompt's 4.
+    await until(lambda: left(fake_stack), lambda standing: standing.allowance_used == 4 + 3)
+    line = fake_stack.services.traffic.key_line
+    await until(lambda: line.counts(str(who.key_id)), lambda counts: counts.running == 0)
+
+
+@pytest.mark.fake(delay_s=0.05)
+async def test_a_completion_without_a_stream_runs_on_when_its_client_goes_away_and_pays_its_usage(
+        fake_stack: Any) -> None:
+    await asyncio.wait_for(_leave_once_it_runs(fake_stack, max_tokens=6), 60)
+    await until(lambda: left(fake_stack), lambda standing: standing.allowance_used == 4 + 6)
+
+
+@pytest.mark.fake(first_delay_s=0.3, delay_s=0.05)
+@pytest.mark.settings(long_wait_s=0.1, keepalive_s=0.05)
+async def test_a_long_answer_runs_on_when_its_client_goes_away_and_pays_its_usage(fake_stack: Any) -> None:
+    pieces = await _served_until(fake_stack, {**SKY, "max_tokens": 6}, lambda pieces: b" " in pieces)
+    assert set(pieces) == {b" "}  # it left during the spaces, before the answer
+    await until(lambda: left(fake_stack), lambda standing: standing.allowance_used == 4 + 6)
+
+
+async def _leave_once_it_runs(stack: Any, **fields: Any) -> None:
+    """The client goes away (its task cancelled) once Inference has the request, before any answer."""
+    seen = len(stack.engine.seen)
+    client = asyncio.create_task(complete(stack, **fields))
+    await until(lambda: asyncio.sleep(0, len(stack.engine.seen)), lambda count: count > seen)
+    client.cancel()
+    await asyncio.gather(client, return_exceptions=True)
 
 
 async def _change_key_while_it_waits(stack: Any, change: Any) -> Any:
