@@ -24,7 +24,7 @@ from api.metrics.router import router as metrics_router
 from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
 from api.models.router import router as models_router
 from api.security_headers import SecurityHeadersMiddleware
-from domain.timing import ServerTimingMiddleware
+from api.server_timing import ServerTimingMiddleware
 from api.webapp.router import router as webapp_router
 
 SPEC = Path(__file__).with_name("openapi.json")

@@ -10,7 +10,7 @@ the id follows the spec (the caller's only when it has 1-64 of
 
 It also stamps the server's wall time on the request (`x-acs-proxy-start`,
 replacing any caller's), from which the ingress's Server-Timing counts the
-`proxy` stage (domain/timing.py): under direct ingress, the time from the
+`proxy` stage (api/server_timing.py): under direct ingress, the time from the
 replica's HTTP server to the routes.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from starlette.middleware import Middleware
 
 from api.middleware import CALLER_ID, new_request_id
-from domain.timing import PROXY_HEADER
+from api.server_timing import PROXY_HEADER
 
 HEADER = b"x-request-id"
 

@@ -1,11 +1,11 @@
 """Where one request's time goes: a per-stage recorder, sent as `Server-Timing`.
 
-`ServerTimingMiddleware` gives each timed request (POST /v1/completions) a
-`Timings` in a contextvar; the code on the path marks its stages with
-`stage(name)`, a context manager that costs a few microseconds (and nothing
-but a contextvar read outside a timed request: background work records
-nothing). The header goes out with the answer's first bytes, in the W3C
-Server-Timing syntax, durations in milliseconds:
+The Server-Timing middleware (api/server_timing.py) gives each timed request
+(POST /v1/completions) a `Timings` in a contextvar (`recording`); the code on
+the path marks its stages with `stage(name)`, a context manager that costs a
+few microseconds (and nothing but a contextvar read outside a timed request:
+background work records nothing). The header goes out with the answer's first
+bytes, in the W3C Server-Timing syntax, durations in milliseconds:
 
     Server-Timing: proxy;dur=1.2, auth;dur=0.41, body;dur=0.1, validate;dur=1.2, line;dur=0.05,
                    hold;dur=3.1, engine;dur=812.4, vllm;dur=809.0, queue;dur=0.3, prefill;dur=20.1,
@@ -15,8 +15,8 @@ The stages of the ingress, each counted once (a stage nested in another is
 left out of the outer one), so together they are at most `total`:
 
 - proxy: from Serve's HTTP proxy receiving the request (cluster/proxy_middleware.py
-  stamps its wall time in `x-acs-proxy-start`) to this middleware starting in
-  the ingress. Two processes' wall clocks: the same clock on one machine, but on
+  stamps its wall time in `x-acs-proxy-start`) to the Server-Timing middleware
+  starting in the ingress. Two processes' wall clocks: the same clock on one machine, but on
   a cluster the proxy's node and the ingress's node may disagree. Absent without
   the proxy (in-process tests, benches).
 - auth: the API key check and the key's rate-limit bucket.
@@ -33,7 +33,7 @@ left out of the outer one), so together they are at most `total`:
 - settle: the Hold's settlement (its ledger transaction).
 - serialize: the Completion object and its JSON rendering.
 - gzip: compressing the answer (when the client accepts gzip and it is 500 bytes or more).
-- total: from this middleware's start to the header going out, plus proxy.
+- total: from the middleware's start to the header going out, plus proxy.
 
 The engine's own figures, parts of `engine`, measured in the model replica and
 carried back on `EngineOutput.timing` (deployments/engine.py):
@@ -57,12 +57,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
-from typing import Any, Iterator
+from typing import Iterator
 
-PROXY_HEADER = b"x-acs-proxy-start"
-TIMED_PATHS = frozenset({"/v1/completions"})
-# A proxy stamp further off than this is a wrong clock or a caller's header: left out.
-PROXY_PLAUSIBLE_S = 60.0
 ENGINE_STAGES = ("vllm", "queue", "prefill", "decode")
 
 _current: contextvars.ContextVar[Timings | None] = contextvars.ContextVar("acs_timings", default=None)
@@ -111,6 +107,16 @@ def current() -> Timings | None:
     return _current.get()
 
 
+@contextlib.contextmanager
+def recording(timings: Timings) -> Iterator[Timings]:
+    """`timings` records the stages of the code in the block (one request's)."""
+    token = _current.set(timings)
+    try:
+        yield timings
+    finally:
+        _current.reset(token)
+
+
 def stage(name: str) -> contextlib.AbstractContextManager[None]:
     """Time a stage of the current request; nothing outside a timed request."""
     timings = _current.get()
@@ -133,48 +139,3 @@ def parse(header: str) -> dict[str, float]:
             if key.strip() == "dur":
                 out[name] = float(value)
     return out
-
-
-def _proxy_seconds(scope: dict) -> float | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == PROXY_HEADER:
-            try:
-                spent = time.time() - float(value.decode("latin-1"))
-            except ValueError:
-                return None
-            return spent if 0.0 <= spent < PROXY_PLAUSIBLE_S else None
-    return None
-
-
-def _route_path(scope: dict) -> str:
-    """The path below the application's route prefix (Serve puts the prefix in both)."""
-    path, root = scope.get("path", ""), scope.get("root_path", "")
-    return path[len(root):] if root and path.startswith(root) else path
-
-
-class ServerTimingMiddleware:
-    """Records the stages of a timed request and sends them as `Server-Timing`."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or _route_path(scope) not in TIMED_PATHS:
-            return await self.app(scope, receive, send)
-        timings = Timings()
-        proxy = _proxy_seconds(scope)
-        if proxy is not None:
-            timings.add("proxy", proxy)
-        token = _current.set(timings)
-
-        async def send_with_timing(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                headers = [*message.get("headers", []), (b"server-timing", timings.header().encode()),
-                           (b"timing-allow-origin", b"*")]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_timing)
-        finally:
-            _current.reset(token)

@@ -1,5 +1,5 @@
-"""The Server-Timing header of POST /v1/completions (domain/timing.py), over the fake engine,
-and the recorder and the proxy's stamp on their own."""
+"""The Server-Timing header of POST /v1/completions (api/server_timing.py, the stages of
+domain/timing.py), over the fake engine, and the recorder and the proxy's stamp on their own."""
 from __future__ import annotations
 
 import re
@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from domain.timing import PROXY_HEADER, ServerTimingMiddleware, Timings, parse
+from api.server_timing import PROXY_HEADER, ServerTimingMiddleware
+from domain.timing import Timings, parse
 from cluster.proxy_middleware import RequestIdGuard
 
 SKY = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2}
