@@ -1,7 +1,8 @@
-"""The `Idempotency-Key` header of every writing route (spec/docs.md "Send a
-request again safely"); the records themselves live in `ledger.work.idempotency`.
+"""The `Idempotency-Key` of every writing route (spec/docs.md "Send a request again
+safely"); the records themselves live in `ledger.work.idempotency`, and the header is read
+by api/idempotency_header.py.
 
-    key = idempotency_key(request)           # None: the request runs each time
+    key = checked_key(value)                 # None: the request runs each time
     claim = await Idempotency(sessions).start(user_id, key, route, body)
     if isinstance(claim, Replay): return replay_response(claim)
     ... then exactly one of answered / streamed / free with claim.record_id
@@ -15,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, AsyncIterator, TypeVar
 
-from fastapi import Request, Response
+from fastapi import Response
 
 from domain import errors
 from ledger.store.survive import survive
@@ -23,7 +24,6 @@ from ledger.work import idempotency as records
 from ledger.store.coltypes import utcnow
 from ledger.work.idempotency import KEY_MAX, Conflict, InProgress, NoAnswer, Replay, Started, request_hash
 
-HEADER = "Idempotency-Key"
 # The spec prints none of these messages: ours, in its voice.
 KEY_LENGTH = "The Idempotency-Key header has 1 to 255 characters: this one has {length}."
 RUNNING = "A request with this Idempotency-Key still runs. Try again in 1 second."
@@ -42,12 +42,9 @@ CONFLICT_ROUTE = (
 T = TypeVar("T")
 
 
-def idempotency_key(request: Request) -> str | None:
-    """The request's key, or None without the header; 400 outside 1 to 255 characters."""
-    key = request.headers.get(HEADER)
-    if key is None:
-        return None
-    if not 1 <= len(key) <= KEY_MAX:
+def checked_key(key: str | None) -> str | None:
+    """A request's key (None: it came without one); 400 outside 1 to 255 characters."""
+    if key is not None and not 1 <= len(key) <= KEY_MAX:
         raise errors.InvalidRequest(KEY_LENGTH.format(length=len(key)))
     return key
 

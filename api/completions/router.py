@@ -8,7 +8,7 @@ from api.auth import WorkKeyDep, services_of
 from api.body import read_capped, read_json
 from domain.completions.service import CompletionService
 from api.errors_http import request_id_of
-from domain.idempotency import idempotency_key
+from api.idempotency_header import idempotency_key
 from domain.timing import stage
 
 router = APIRouter()

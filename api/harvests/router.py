@@ -7,7 +7,7 @@ from api.answers import respond
 from api.auth import ApiKeyDep, WorkKeyDep, services_of
 from api.body import read_json
 from domain.harvests.service import HarvestService
-from domain.idempotency import idempotency_key
+from api.idempotency_header import idempotency_key
 
 router = APIRouter()
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from api.answers import respond
 from api.auth import ApiKeyDep, WorkKeyDep, services_of
 from api.body import read_json
-from domain.idempotency import idempotency_key
+from api.idempotency_header import idempotency_key
 from domain.jobs.service import JobService
 
 router = APIRouter()

@@ -12,7 +12,7 @@ from api.auth import ApiKeyDep, WorkKeyDep, services_of
 from api.body import read_json
 from api.errors_http import request_id_of
 from api.looms.stream import loom_stream
-from domain.idempotency import idempotency_key
+from api.idempotency_header import idempotency_key
 from domain.looms import stream
 from domain.looms.service import LoomService
 

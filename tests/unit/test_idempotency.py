@@ -16,9 +16,8 @@ from starlette.requests import Request as StarletteRequest
 
 from domain import errors
 from api.errors_http import install_error_handlers
-from domain.idempotency import (
-    CONFLICT, CONFLICT_ROUTE, NO_ANSWER, RUNNING, Idempotency, idempotency_key, replay_response,
-)
+from api.idempotency_header import idempotency_key
+from domain.idempotency import CONFLICT, CONFLICT_ROUTE, NO_ANSWER, RUNNING, Idempotency, replay_response
 from ledger.work import idempotency as records
 from ledger.store.coltypes import utcnow
 from ledger.work.idempotency import (
