@@ -25,12 +25,15 @@ class KeepaliveStream(StreamingResponse):
     The beats come from a timer task of their own, so each piece goes from the body to the socket
     in the task that made it: a hand-over between tasks on every piece (a pump and a queue) cost
     each token of a stream several turns of the one event loop that carries every stream.
+
+    `render` makes each item of `content` its piece, and `last` ends a body that ended: here, not
+    in a generator around `content`, which each token would pass through once more.
     """
 
-    def __init__(self, content: AsyncGenerator[bytes, None], interval_s: float, beat: bytes = KEEPALIVE,
-                 **kwargs: Any) -> None:
+    def __init__(self, content: AsyncGenerator[Any, None], interval_s: float, beat: bytes = KEEPALIVE,
+                 render: Callable[[Any], bytes] | None = None, last: bytes | None = None, **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
-        self.interval_s, self.beat = interval_s, beat
+        self.interval_s, self.beat, self.render, self.last = interval_s, beat, render, last
 
     async def stream_response(self, send: Any) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
@@ -40,9 +43,14 @@ class KeepaliveStream(StreamingResponse):
         # A beat's send that failed (the client went away) fails the body's next send too.
         beats.add_done_callback(lambda task: task.cancelled() or task.exception())
         try:
-            async for piece in self.body_iterator:
+            render = self.render
+            async for item in self.body_iterator:
+                piece = item if render is None else render(item)
                 async with turn:
                     await send({"type": "http.response.body", "body": piece, "more_body": True})
+            if self.last is not None:
+                async with turn:
+                    await send({"type": "http.response.body", "body": self.last, "more_body": True})
         finally:
             # The body ended without a turn of the loop since its last piece went out, so a beat
             # that fell due meanwhile is cancelled before it can follow that piece ([DONE]).
@@ -61,6 +69,12 @@ class KeepaliveStream(StreamingResponse):
             next_beat += self.interval_s
             if next_beat <= clock():  # a slow reader held us up: no burst of beats
                 next_beat = clock() + self.interval_s
+
+
+def event_stream(documents: AsyncGenerator[dict[str, Any], None], interval_s: float, **kwargs: Any) -> KeepaliveStream:
+    """Each document as an event, a keepalive every `interval_s`, `data: [DONE]` last. A client
+    that goes away closes `documents` at the event it cut: its cleanup runs then."""
+    return KeepaliveStream(documents, interval_s, render=sse, last=DONE, media_type="text/event-stream", **kwargs)
 
 
 def spaced_json(result: Awaitable[dict[str, Any]], interval_s: float,

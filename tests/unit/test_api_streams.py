@@ -341,15 +341,21 @@ async def sent_pieces(response, send_s: float) -> list[bytes]:
     return pieces
 
 
-async def test_a_keepalive_due_while_the_reader_takes_the_last_event_does_not_follow_it():
-    from api.completions.streaming import KEEPALIVE, KeepaliveStream
+@pytest.mark.parametrize("framed", [False, True])
+async def test_a_keepalive_due_while_the_reader_takes_the_last_event_does_not_follow_it(framed):
+    from api.completions.streaming import KEEPALIVE, KeepaliveStream, event_stream
 
     async def events():
         yield b"data: 1\n\n"
         yield b"data: [DONE]\n\n"
 
-    # A slow reader: a beat falls due during each send, [DONE]'s too.
-    pieces = await sent_pieces(KeepaliveStream(events(), 0.05), send_s=0.1)
+    async def documents():
+        yield 1
+
+    # A slow reader: a beat falls due during each send, [DONE]'s too; with `framed`, the
+    # stream frames each document and sends [DONE] itself.
+    response = event_stream(documents(), 0.05) if framed else KeepaliveStream(events(), 0.05)
+    pieces = await sent_pieces(response, send_s=0.1)
     # Beats may come between the two events; [DONE] ends the body.
     assert pieces[0] == b"data: 1\n\n" and pieces[-1] == b"data: [DONE]\n\n", pieces
     assert set(pieces[1:-1]) <= {KEEPALIVE}, pieces
