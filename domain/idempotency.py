@@ -4,7 +4,7 @@ by api/idempotency_header.py.
 
     key = checked_key(value)                 # None: the request runs each time
     claim = await Idempotency(sessions).start(user_id, key, route, body)
-    if isinstance(claim, Replay): return replay_response(claim)
+    if isinstance(claim, Replay): return domain.answers.replayed(claim)
     ... then exactly one of answered / streamed / free with claim.record_id
 """
 from __future__ import annotations
@@ -15,8 +15,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, AsyncIterator, TypeVar
-
-from fastapi import Response
 
 from domain import errors
 from ledger.store.survive import survive
@@ -47,12 +45,6 @@ def checked_key(key: str | None) -> str | None:
     if key is not None and not 1 <= len(key) <= KEY_MAX:
         raise errors.InvalidRequest(KEY_LENGTH.format(length=len(key)))
     return key
-
-
-def replay_response(replay: Replay) -> Response:
-    """The first answer again: its status, its body byte for byte, its kept headers."""
-    return Response(content=replay.body.encode(), status_code=replay.status,
-                    headers=replay.headers, media_type="application/json")
 
 
 class Idempotency:

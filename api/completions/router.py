@@ -6,9 +6,10 @@ from fastapi import APIRouter, Request
 from domain import errors
 from api.auth import WorkKeyDep, services_of
 from api.body import read_capped, read_json
-from domain.completions.service import CompletionService
+from api.completions.answers import respond
 from api.errors_http import request_id_of
 from api.idempotency_header import idempotency_key
+from domain.completions.service import CompletionService
 from domain.timing import stage
 
 router = APIRouter()
@@ -25,7 +26,9 @@ async def create_completion(request: Request, principal: WorkKeyDep):
     key = idempotency_key(request)
     with stage("body"):
         body = await read_json(request, services.settings.max_body_bytes)
-    return await CompletionService(services).create(body, request_id_of(request), principal, key)
+    request_id = request_id_of(request)
+    answer = await CompletionService(services).create(body, request_id, principal, key)
+    return await respond(answer, services.settings, request_id)
 
 
 # openapi.json gives this route no security: it refuses before any key check.

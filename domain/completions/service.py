@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, AsyncIterator, Awaitable, Callable
-
-from fastapi.responses import JSONResponse
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 from domain import errors
+from domain.answers import Answer, replayed
 from domain.completions.steering import parse_steers
 from domain.completions.admission import AdmissionPolicy, Admitted, HoldSink
+from domain.completions.answers import StreamAnswer, WholeAnswer
 from domain.completions.assembly import CompletionAssembly
 from domain.completions.planning import plan
 from domain.completions.request import Capture, PlannedRequest
 from domain.completions.runner import run_outputs
-from api.completions.streaming import DONE, KeepaliveStream, spaced_json, sse
 from domain.completions.validation import parse_completion_request
-from domain.idempotency import replay_response
 from domain.inference.gateway import ModelGateway
 from domain.services import Services
 from domain.timing import stage
@@ -27,6 +25,9 @@ from ledger.tokens.tables import UsageStatus
 from ledger.store.survive import survive
 
 ROUTE = "POST /v1/completions"
+# The tasks of Completions without a stream, until each ends: the event loop keeps only a weak
+# reference to a task, and one whose client went away runs on.
+_running: set[asyncio.Task[Any]] = set()
 
 
 def model_facts(model: Any, vocab_size: int | None) -> ModelFacts:
@@ -47,7 +48,6 @@ def capture_of(request: Any, model: Any) -> Capture | None:
 class CompletionService:
     def __init__(self, services: Services) -> None:
         self.services = services
-        self.settings = services.settings
         self.admission = services.admission
 
     def prepare(self, body: Any) -> tuple[PlannedRequest, Any]:
@@ -62,7 +62,10 @@ class CompletionService:
             steering = parse_steers(request.apply_steering_vectors, facts, prompt_tokens, planned.max_tokens)
         return dataclasses.replace(planned, capture=capture_of(request, model), steering=steering), model
 
-    async def create(self, body: Any, request_id: str, principal: Any, idempotency_key: str | None = None) -> Any:
+    async def create(self, body: Any, request_id: str, principal: Any,
+                     idempotency_key: str | None = None) -> Answer | WholeAnswer | StreamAnswer:
+        """The Completion's answer (domain/completions/answers.py), or a replayed first answer;
+        or raises ApiError before anything was charged."""
         # Tokenizing a large prompt must not stall the other requests' event loop.
         with stage("validate"):
             planned, model = await asyncio.to_thread(self.prepare, body)
@@ -70,7 +73,7 @@ class CompletionService:
             await self.services.ledger.check_spend_stop()
         claim = await self._claim(principal, idempotency_key, body)
         if isinstance(claim, Replay):
-            return replay_response(claim)
+            return replayed(claim)
         gateway = self.services.gateways[model.id]
         try:
             if planned.request.stream:
@@ -194,25 +197,20 @@ class CompletionService:
         return payload
 
     async def _complete(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
-                        request_id: str, principal: Any, claim: Started | None) -> Any:
-        clock = asyncio.get_running_loop().time
-        started = clock()
-        admitted = await self.admission.admit(planned, model, gateway, request_id, principal)
-        task = asyncio.create_task(self._answer(admitted, gateway, request_id, claim))
+                        request_id: str, principal: Any, claim: Started | None) -> WholeAnswer:
         # The long wait counts from the request's start, the wait for a place included.
-        done, _ = await asyncio.wait({task}, timeout=max(self.settings.long_wait_s - (clock() - started), 0))
-        if done:
-            with stage("serialize"):
-                return JSONResponse(task.result(), headers=admitted.headers)
-        # A request without a stream runs on when its client goes away (shield),
-        # and pays only for its usage. Its status and headers go out now, the
-        # clamp header among them.
-        return spaced_json(asyncio.shield(task), self.settings.keepalive_s,
-                           lambda e: e.body(request_id, in_stream=True), headers=admitted.headers)
+        started = asyncio.get_running_loop().time()
+        admitted = await self.admission.admit(planned, model, gateway, request_id, principal)
+        # A request without a stream runs on when its client goes away, and pays only for
+        # its usage: its task is kept here, not by whoever waits for it.
+        task = asyncio.create_task(self._answer(admitted, gateway, request_id, claim))
+        _running.add(task)
+        task.add_done_callback(_running.discard)
+        return WholeAnswer(task, admitted.headers, started)
 
     # -- with a stream ------------------------------------------------------------
     async def _stream(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
-                      request_id: str, principal: Any, claim: Started | None) -> Any:
+                      request_id: str, principal: Any, claim: Started | None) -> StreamAnswer:
         admitted = await self.admission.admit(planned, model, gateway, request_id, principal)
         outputs = run_outputs(admitted.assembly, gateway, request_id, admitted.waits)
         try:
@@ -227,12 +225,10 @@ class CompletionService:
         if claim is not None:
             # A stream runs once: its repeat gets 409 no_answer.
             await self.services.idempotency.streamed(claim.record_id)
-        events = self._events(admitted, gateway, first, outputs, request_id)
-        return KeepaliveStream(events, self.settings.keepalive_s, media_type="text/event-stream",
-                               headers=admitted.headers)
+        return StreamAnswer(admitted.headers, self._documents(admitted, first, outputs, request_id))
 
-    async def _events(self, admitted: Admitted, gateway: ModelGateway, first: tuple,
-                      outputs: AsyncIterator, request_id: str) -> AsyncIterator[bytes]:
+    async def _documents(self, admitted: Admitted, first: tuple, outputs: AsyncIterator,
+                         request_id: str) -> AsyncGenerator[dict[str, Any], None]:
         assembly, settlement = admitted.assembly, admitted.settlement
         try:
             for chunk in self._chunks(assembly, *first):
@@ -244,16 +240,15 @@ class CompletionService:
             activations = assembly.check_activations()
             await settlement.reported(assembly.usage()["total_tokens"])
             if assembly.planned.request.include_usage:
-                yield sse(assembly.chunk([], assembly.usage()))
+                yield assembly.chunk([], assembly.usage())
             if activations is not None:
                 # Inference's streams never carry them: the API adds a last chunk of their own.
-                yield sse({**assembly.chunk([]), "activations": activations})
+                yield {**assembly.chunk([]), "activations": activations}
         except errors.ApiError as error:
             await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.failed)
-            yield sse(error.body(request_id, in_stream=True))
+            yield error.body(request_id, in_stream=True)
         finally:
             await survive(self._close_stream(admitted, outputs))
-        yield DONE
 
     @staticmethod
     async def _close_stream(admitted: Admitted, outputs: AsyncIterator) -> None:
@@ -263,14 +258,14 @@ class CompletionService:
         sent = admitted.assembly.usage()["total_tokens"]
         await admitted.settlement.partial(sent, UsageStatus.stopped)
 
-    def _chunks(self, assembly: CompletionAssembly, p: int, output: Any) -> list[bytes]:
+    def _chunks(self, assembly: CompletionAssembly, p: int, output: Any) -> list[dict[str, Any]]:
         continuous = assembly.planned.request.continuous_usage_stats
         out = []
         for choice in assembly.add(p, output):
             usage = choice.pop("_usage")
             if choice["text"] == "" and choice["finish_reason"] is None and choice["logprobs"] is None:
                 continue
-            out.append(sse(assembly.chunk([choice], usage if continuous else None)))
+            out.append(assembly.chunk([choice], usage if continuous else None))
         return out
 
 

@@ -52,6 +52,24 @@ async def test_a_stream_runs_once(fake_stack: Any) -> None:
     assert len(fake_stack.engine.seen) == 1
 
 
+@pytest.mark.fake(delay_s=0.1)
+async def test_a_completion_whose_client_went_away_gives_its_repeat_its_answer(fake_stack: Any) -> None:
+    """It runs on without its client: a repeat meanwhile is 409 running, and after it the answer."""
+    key = str(uuid.uuid4())
+    client = asyncio.create_task(post(fake_stack, key, max_tokens=4))
+    async with asyncio.timeout(60):  # the first request loads the tokenizer
+        while not fake_stack.engine.seen:
+            await asyncio.sleep(0.01)
+    client.cancel()  # the client goes away, as Serve cancels the task that serves it
+    await asyncio.gather(client, return_exceptions=True)
+    assert_error(await post(fake_stack, key, max_tokens=4), 409, "running")
+    async with asyncio.timeout(30):
+        while (again := await post(fake_stack, key, max_tokens=4)).status_code == 409:
+            await asyncio.sleep(0.1)
+    assert again.status_code == 200 and again.json()["usage"]["completion_tokens"] == 4
+    assert len(fake_stack.engine.seen) == 1
+
+
 async def test_another_request_with_the_key_conflicts(fake_stack: Any) -> None:
     key = str(uuid.uuid4())
     await post(fake_stack, key)

@@ -15,9 +15,11 @@ from fastapi.responses import JSONResponse
 from starlette.requests import Request as StarletteRequest
 
 from domain import errors
+from api.answers import respond
 from api.errors_http import install_error_handlers
 from api.idempotency_header import idempotency_key
-from domain.idempotency import CONFLICT, CONFLICT_ROUTE, NO_ANSWER, RUNNING, Idempotency, replay_response
+from domain.answers import replayed
+from domain.idempotency import CONFLICT, CONFLICT_ROUTE, NO_ANSWER, RUNNING, Idempotency
 from ledger.work import idempotency as records
 from ledger.store.coltypes import utcnow
 from ledger.work.idempotency import (
@@ -200,7 +202,7 @@ def app_over(sessions: Any, clock: Any = at(T0)) -> FastAPI:
         user = uuid.UUID(request.headers["x-user"])
         claim = await idempotency.start(user, idempotency_key(request), COMPLETIONS, body)
         if isinstance(claim, Replay):
-            return replay_response(claim)
+            return respond(replayed(claim))
         if body.get("fail"):
             await idempotency.free(claim.record_id)
             raise errors.BudgetExceeded("This request can use up to 13 tokens.")
