@@ -92,7 +92,7 @@ T = TypeVar("T")
 
 
 def sky(user_id: uuid.UUID, key_id: uuid.UUID) -> HoldAsk:
-    """tests/test_tokens.py's sky(user, key, 50), as the API's TokenLedger fills it in."""
+    """tests/unit/test_tokens.py's sky(user, key, 50), as the API's TokenLedger fills it in."""
     return HoldAsk(user_id=user_id, key_id=key_id, model="tiny-llama", prompt_tokens=4, choices=1,
                    max_tokens=50, may_lower=True, owner="bench-ledger", lease_s=600.0)
 

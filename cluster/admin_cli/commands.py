@@ -3,7 +3,7 @@
 Its entry is `python -m cluster.admin` (cluster/admin.py): it reads the
 settings and the catalog and hands them down as an `AdminConfig`, as the
 ledger reads neither. Each command parses its arguments, calls the shared
-service layer (`ledger/operations/`, which the admin routes call too) and prints.
+service layer (`domain/operations/`, which the admin routes call too) and prints.
 
     python -m cluster.admin user create NAME
     python -m cluster.admin user list [--tag TAG] [--json]

@@ -6,7 +6,7 @@ step 1 of DESIGN.md's order of checks: unknown fields, types, ranges, and the
 rules between fields that need no tokenizer. The one-choice rules, size caps,
 max_tokens rules and model checks live in `planning.py`.
 
-Rules where the spec is silent (each one is tested in tests/test_validation.py):
+Rules where the spec is silent (each one is tested in tests/unit/test_validation.py):
 - A type message says "or null" when the field's documented default is none
   (`logprobs`, `seed`, `stop`, ...), and not when null stands for a value
   (`max_tokens`, `n`, `echo`, ...), as the spec's two examples do. `null` means
