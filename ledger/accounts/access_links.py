@@ -50,7 +50,7 @@ class LiveLink:
 async def make_password_link(session: AsyncSession, user_id: uuid.UUID, purpose: LinkPurpose, now: datetime,
                              lifetime: timedelta | None = None) -> str:
     """A new link for the User; every older link of the User stops working. Returns its token."""
-    await session.execute(update(PasswordLink).where(PasswordLink.user_id == user_id,
+    await session.execute(update(PasswordLink).where(col(PasswordLink.user_id) == user_id,
                                                      col(PasswordLink.ended_at).is_(None)).values(ended_at=now))
     token, token_hash = new_token()
     session.add(PasswordLink(user_id=user_id, purpose=purpose, token_hash=token_hash, created_at=now,
@@ -74,8 +74,8 @@ async def live_password_link(session: AsyncSession, token: str, now: datetime) -
 
 async def use_password_link(session: AsyncSession, link: PasswordLink, now: datetime) -> None:
     """Ends the link; of two requests with the same link at once, the second finds it used."""
-    used = await session.execute(update(PasswordLink).where(PasswordLink.id == link.id,
-                                                            col(PasswordLink.ended_at).is_(None))
+    used = await session.exec(update(PasswordLink).where(col(PasswordLink.id) == link.id,
+                                                         col(PasswordLink.ended_at).is_(None))
                                  .values(ended_at=now))
     if used.rowcount != 1:
         raise LinkExpired(DID_NOT_WORK)
@@ -99,7 +99,7 @@ async def live_invite(session: AsyncSession, token: str, now: datetime) -> Invit
 
 
 async def use_invite(session: AsyncSession, invite: Invite, now: datetime) -> None:
-    used = await session.execute(update(Invite).where(Invite.id == invite.id, col(Invite.used_at).is_(None))
+    used = await session.exec(update(Invite).where(col(Invite.id) == invite.id, col(Invite.used_at).is_(None))
                                  .values(used_at=now))
     if used.rowcount != 1:
         raise LinkExpired(DID_NOT_WORK)

@@ -62,8 +62,8 @@ async def _wait_s(session: AsyncSession, family: Family, counter: str, now: date
     """0 while the counter has tries left this minute, else the seconds until its oldest try ages out."""
     since = now - WINDOW
     # Tries older than the window count for nothing: drop them, so the table stays small.
-    await session.execute(delete(AccessTry).where(AccessTry.family == family.value, AccessTry.address == counter,
-                                                  col(AccessTry.at) <= since))
+    await session.execute(delete(AccessTry).where(col(AccessTry.family) == family.value,
+                                                  col(AccessTry.address) == counter, col(AccessTry.at) <= since))
     recent = list(await session.exec(select(AccessTry.at).where(
         AccessTry.family == family.value, AccessTry.address == counter, col(AccessTry.at) > since)
         .order_by(col(AccessTry.at))))

@@ -56,19 +56,21 @@ async def find(session: AsyncSession, token: str, now: datetime) -> LiveSession 
 async def renew(session: AsyncSession, session_id: uuid.UUID, now: datetime) -> datetime:
     """30 more days from now, for a session that still works; returns its new end."""
     expires_at = now + LIFETIME
-    await session.execute(update(AppSession).where(AppSession.id == session_id, col(AppSession.ended_at).is_(None))
+    await session.execute(update(AppSession).where(col(AppSession.id) == session_id,
+                                                   col(AppSession.ended_at).is_(None))
                           .values(renewed_at=now, expires_at=expires_at))
     return expires_at
 
 
 async def end(session: AsyncSession, session_id: uuid.UUID, now: datetime) -> None:
-    await session.execute(update(AppSession).where(AppSession.id == session_id, col(AppSession.ended_at).is_(None))
+    await session.execute(update(AppSession).where(col(AppSession.id) == session_id,
+                                                   col(AppSession.ended_at).is_(None))
                           .values(ended_at=now))
 
 
 async def end_all(session: AsyncSession, user_id: uuid.UUID, now: datetime) -> int:
     """Ends every session of the User (a new password, a suspension); returns how many."""
-    ended = await session.execute(update(AppSession).where(AppSession.user_id == user_id,
-                                                           col(AppSession.ended_at).is_(None))
+    ended = await session.exec(update(AppSession).where(col(AppSession.user_id) == user_id,
+                                                        col(AppSession.ended_at).is_(None))
                                   .values(ended_at=now))
     return ended.rowcount or 0

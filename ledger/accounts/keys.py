@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import sqlalchemy
 from sqlalchemy import bindparam, case, func, or_, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -249,9 +250,11 @@ async def authenticate(session: AsyncSession, authorization: str | None) -> Prin
 
 # Built once: making the statement anew took about as much CPU as running it, on every request.
 # The columns a Principal and the refusals need, no ORM row: both ways in read them alike.
+# SQLAlchemy's select: SQLModel's is typed for at most 4 columns.
 _KEY_BY_HASH = (
-    select(ApiKey.id, ApiKey.user_id, ApiKey.name, ApiKey.status, ApiKey.last_used_at, User.standing)
-    .join(User).where(ApiKey.key_hash == bindparam("key_hash"))
+    sqlalchemy.select(col(ApiKey.id), col(ApiKey.user_id), col(ApiKey.name), col(ApiKey.status),
+                      col(ApiKey.last_used_at), col(User.standing))
+    .join(User).where(col(ApiKey.key_hash) == bindparam("key_hash"))
 )
 
 
@@ -278,7 +281,7 @@ def _checked(row: Any) -> tuple[Principal, datetime | None]:
 
 async def recheck(session: AsyncSession, principal: Principal) -> None:
     """Raise the 401 a key earns now: for work that outlived its request's check."""
-    query = select(ApiKey.status, User.standing).join(User).where(ApiKey.id == principal.key_id)
+    query = select(col(ApiKey.status), col(User.standing)).join(User).where(col(ApiKey.id) == principal.key_id)
     row = (await session.exec(query)).first()
     if row is None:
         raise UnknownKey(INVALID_API_KEY)

@@ -146,9 +146,7 @@ class SmtpMailer:
         if scheme not in SMTP_PORTS:
             raise ValueError(f"ACS_SMTP_URL must start with smtp://, smtp+starttls:// or smtps://, not {scheme}://")
         port = parts.port or SMTP_PORTS[scheme]
-        smtp_class = smtplib.SMTP_SSL if scheme == "smtps" else smtplib.SMTP
-        extra = {"context": ssl.create_default_context()} if scheme == "smtps" else {}
-        with smtp_class(host, port, timeout=SMTP_TIMEOUT_S, **extra) as server:
+        with _connect(scheme, host, port) as server:
             if scheme == "smtp+starttls":
                 server.starttls(context=ssl.create_default_context())
             if parts.username:
@@ -157,6 +155,13 @@ class SmtpMailer:
 
 
 SMTP_PORTS = {"smtp": 25, "smtp+starttls": 587, "smtps": 465}
+
+
+def _connect(scheme: str, host: str, port: int) -> smtplib.SMTP:
+    """smtps speaks TLS from the first byte; smtp and smtp+starttls start in the clear."""
+    if scheme == "smtps":
+        return smtplib.SMTP_SSL(host, port, timeout=SMTP_TIMEOUT_S, context=ssl.create_default_context())
+    return smtplib.SMTP(host, port, timeout=SMTP_TIMEOUT_S)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import uuid
 from datetime import datetime
+from typing import ClassVar
 
 from sqlalchemy import (
     BigInteger,
@@ -23,7 +24,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from ledger.store.coltypes import UtcDateTime, utcnow
-from ledger.store.columns import _created_at, _state
+from ledger.store.columns import _created_at, _state, table_of
 from ledger.store.ids import uuid7
 
 KEY_NAME_MAX = 32
@@ -47,7 +48,7 @@ class Role(str, enum.Enum):
 
 
 class User(SQLModel, table=True):
-    __tablename__ = "users"
+    __tablename__: ClassVar[str] = "users"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     name: str = Field(sa_column=Column(String(200), nullable=False, unique=True))
@@ -73,14 +74,14 @@ class User(SQLModel, table=True):
 class UserTag(SQLModel, table=True):
     """A tag that an admin puts on Users to find a group again: lowercase letters, digits, dashes, <= 32."""
 
-    __tablename__ = "user_tags"
+    __tablename__: ClassVar[str] = "user_tags"
 
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), primary_key=True))
     tag: str = Field(sa_column=Column(String(32), primary_key=True))
 
 
 class ApiKey(SQLModel, table=True):
-    __tablename__ = "api_keys"
+    __tablename__: ClassVar[str] = "api_keys"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     user_id: uuid.UUID = Field(
@@ -102,8 +103,8 @@ class ApiKey(SQLModel, table=True):
 _LIVE = text("status <> 'revoked'")
 Index(
     "uq_api_keys_user_id_live_name",
-    ApiKey.__table__.c.user_id,
-    func.lower(ApiKey.__table__.c.name),
+    table_of(ApiKey).c.user_id,
+    func.lower(table_of(ApiKey).c.name),
     unique=True,
     postgresql_where=_LIVE,
     sqlite_where=_LIVE,
@@ -146,7 +147,7 @@ def _when(nullable: bool = True, index: bool = False) -> Column:
 class Application(SQLModel, table=True):
     """What someone sent with the Apply form (or an Invite's form), and the admin's decision."""
 
-    __tablename__ = "applications"
+    __tablename__: ClassVar[str] = "applications"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     email: str = Field(sa_column=Column(String(EMAIL_MAX), nullable=False, index=True))
@@ -168,7 +169,7 @@ class Application(SQLModel, table=True):
 class Invite(SQLModel, table=True):
     """An admin's invite link: its form approves the User at once, with these tokens and this tag."""
 
-    __tablename__ = "invites"
+    __tablename__: ClassVar[str] = "invites"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     email: str = Field(sa_column=Column(String(EMAIL_MAX), nullable=False, index=True))
@@ -184,7 +185,7 @@ class Invite(SQLModel, table=True):
 class PasswordLink(SQLModel, table=True):
     """A link that sets a User's password: used once, until it expires or a newer link ends it."""
 
-    __tablename__ = "password_links"
+    __tablename__: ClassVar[str] = "password_links"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False, index=True))
@@ -200,7 +201,7 @@ class AppSession(SQLModel, table=True):
     """A signed-in browser: its cookie holds the token; it ends at expires_at, sign-out, a new
     password or a suspension."""
 
-    __tablename__ = "app_sessions"
+    __tablename__: ClassVar[str] = "app_sessions"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False, index=True))
@@ -215,7 +216,7 @@ class AccessTry(SQLModel, table=True):
     """One try to sign in, ask for a link or set a password, from one client address: counted in the
     ledger so that the limit holds across ingress replicas."""
 
-    __tablename__ = "access_tries"
+    __tablename__: ClassVar[str] = "access_tries"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     family: str = Field(sa_column=Column(String(16), nullable=False))
@@ -223,15 +224,15 @@ class AccessTry(SQLModel, table=True):
     at: datetime = Field(sa_column=_when(nullable=False))
 
 
-Index("ix_access_tries_family_address_at", AccessTry.__table__.c.family, AccessTry.__table__.c.address,
-      AccessTry.__table__.c.at)
+_tries = table_of(AccessTry).c
+Index("ix_access_tries_family_address_at", _tries.family, _tries.address, _tries.at)
 
 
 class MailOutbox(SQLModel, table=True):
     """A mail to send, written in the transaction that made its link; sent after the commit, and
     tried again by the Runner's housekeeping while the SMTP server refuses it."""
 
-    __tablename__ = "mail_outbox"
+    __tablename__: ClassVar[str] = "mail_outbox"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     to_address: str = Field(sa_column=Column(String(EMAIL_MAX), nullable=False))

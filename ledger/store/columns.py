@@ -8,6 +8,7 @@ import enum
 from sqlalchemy import (
     Column,
     Enum,
+    Table,
 )
 from sqlmodel import SQLModel
 
@@ -39,3 +40,13 @@ def _state(kind: type[enum.Enum], name: str) -> Column:
 
 def _created_at() -> Column:
     return Column(UtcDateTime(), nullable=False, default=utcnow)
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The Table of a `table=True` model. SQLModel sets `__table__` on such a class at run time, but
+    its type declares no such attribute, so the type checker sees none: this is the one place that
+    reads it, and it checks what it read."""
+    table = getattr(model, "__table__", None)
+    if not isinstance(table, Table):
+        raise TypeError(f"{model.__name__} is not a table model")
+    return table

@@ -292,12 +292,11 @@ class UsageNumbers:
 async def usage_numbers(session: AsyncSession, first: date, last: date, *, user_id: uuid.UUID | None = None,
                         model: str | None = None) -> UsageNumbers:
     check_days(first, last)
-    filters = dict(user_id=user_id, model=model)
     return UsageNumbers(
-        await shares(session, col(User.name), first, last, **filters),
-        await shares(session, col(Hold.model), first, last, **filters),
-        await shares(session, col(Hold.source), first, last, **filters),
-        await newest_completions(session, first, last, **filters),
+        await shares(session, col(User.name), first, last, user_id=user_id, model=model),
+        await shares(session, col(Hold.model), first, last, user_id=user_id, model=model),
+        await shares(session, col(Hold.source), first, last, user_id=user_id, model=model),
+        await newest_completions(session, first, last, user_id=user_id, model=model),
         await newest_budget_changes(session, first, last, user_id=user_id),
     )
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.tokens.tables import Hold, HoldState
@@ -50,7 +50,7 @@ async def work_counts(session: AsyncSession) -> dict[tuple[str, str], int]:
 async def harvest_progress(session: AsyncSession) -> dict[str, tuple[int, int]]:
     rows = await session.exec(
         select(Work.model_id, func.sum(Harvest.prompts_done), func.sum(Harvest.n_prompts))
-        .join(Harvest, Harvest.work_id == Work.id)
+        .join(Harvest, col(Harvest.work_id) == Work.id)
         .where(Work.kind == WorkKind.harvest, Work.status == WorkStatus.running)
         .group_by(Work.model_id))
     return {model: (int(done or 0), int(total or 0)) for model, done, total in rows.all()}

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.store.coltypes import utcnow
@@ -15,8 +16,8 @@ from ledger.tokens.holds import DEFAULT_MONTHLY_ALLOWANCE, month_of
 
 
 async def _budget(session: AsyncSession, user_id: uuid.UUID, key_id: uuid.UUID | None) -> Budget:
-    query = select(Budget).where(Budget.user_id == user_id)
-    query = query.where(Budget.key_id == key_id) if key_id else query.where(Budget.key_id.is_(None))
+    query = select(Budget).where(col(Budget.user_id) == user_id)
+    query = query.where(col(Budget.key_id) == key_id) if key_id else query.where(col(Budget.key_id).is_(None))
     budget = (await session.execute(query.with_for_update())).scalar_one_or_none()
     if budget is None:
         budget = Budget(user_id=user_id, key_id=key_id, tokens=0)
@@ -51,7 +52,7 @@ async def set_allowance(session: AsyncSession, user_id: uuid.UUID, tokens: int |
     """None goes back to the platform's default allowance."""
     if tokens is not None and tokens < 0:
         raise ValueError("an allowance is 0 tokens or more")
-    user = (await session.execute(select(User).where(User.id == user_id))).scalar_one()
+    user = (await session.execute(select(User).where(col(User.id) == user_id))).scalar_one()
     user.monthly_allowance = tokens
     await session.commit()
 
@@ -72,11 +73,13 @@ class Standing:
 
 async def standing(session: AsyncSession, user_id: uuid.UUID, key_id: uuid.UUID | None = None,
                    now: datetime | None = None, default_allowance: int = DEFAULT_MONTHLY_ALLOWANCE) -> Standing:
-    allowance = (await session.execute(select(User.monthly_allowance).where(User.id == user_id))).scalar_one()
-    month = (await session.execute(select(MonthlyUsage.used).where(
-        MonthlyUsage.user_id == user_id, MonthlyUsage.month == month_of(now or utcnow())))).scalar_one_or_none()
+    allowance = (await session.execute(select(col(User.monthly_allowance))
+                                       .where(col(User.id) == user_id))).scalar_one()
+    month = (await session.execute(select(col(MonthlyUsage.used)).where(
+        col(MonthlyUsage.user_id) == user_id, col(MonthlyUsage.month) == month_of(now or utcnow()))
+    )).scalar_one_or_none()
     budgets = {b.key_id: b.tokens for b in (await session.execute(
-        select(Budget).where(Budget.user_id == user_id))).scalars()}
+        select(Budget).where(col(Budget.user_id) == user_id))).scalars()}
     await session.rollback()
     allowance = default_allowance if allowance is None else allowance
     return Standing(allowance, month or 0, budgets.get(None, 0), budgets.get(key_id) if key_id else None)

@@ -29,9 +29,11 @@ from sqlalchemy import bindparam, case, exists, func, insert, or_, select, updat
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import NoResultFound
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.store.coltypes import utcnow
+from ledger.store.columns import table_of
 from ledger.store import driver_sql
 from ledger.store import pooled_driver
 from ledger.store import sqlite_driver
@@ -125,7 +127,7 @@ def lowered_max_tokens(ask: HoldAsk, balances: Balances) -> int:
 # Built once, each statement's cache key is computed from the same objects and
 # SQLAlchemy's compiled cache hits; on PostgreSQL the hot path runs them on the
 # driver's connection, compiled once (below), as prepared statements.
-_usage, _budgets, _holds, _users = MonthlyUsage.__table__, Budget.__table__, Hold.__table__, User.__table__
+_usage, _budgets, _holds, _users = table_of(MonthlyUsage), table_of(Budget), table_of(Hold), table_of(User)
 
 
 def _floor0(value: Any) -> Any:
@@ -491,13 +493,13 @@ async def _on_driver(engine: AsyncEngine, work: Callable[[_DriverCounters], Awai
 
 async def renew_leases(session: AsyncSession, owner: str, until: datetime) -> None:
     await session.execute(
-        update(Hold).where(Hold.owner == owner, Hold.state == HoldState.held).values(lease_until=until)
+        update(Hold).where(col(Hold.owner) == owner, col(Hold.state) == HoldState.held).values(lease_until=until)
     )
     await session.commit()
 
 
 async def expired_holds(session: AsyncSession, now: datetime) -> list[uuid.UUID]:
-    query = select(Hold.id).where(Hold.state == HoldState.held, Hold.lease_until < now)
+    query = select(col(Hold.id)).where(col(Hold.state) == HoldState.held, col(Hold.lease_until) < now)
     ids = list((await session.execute(query)).scalars())
     await session.rollback()
     return ids

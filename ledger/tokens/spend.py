@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
+from sqlmodel import col
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.store import driver_sql
 from ledger.store.coltypes import utcnow
+from ledger.store.columns import table_of
 from ledger.tokens.tables import SpendSample, SpendStop, SpendStopChange, StopChangeKind
 
 DAY = timedelta(hours=24)
@@ -67,7 +69,8 @@ async def record_samples(session: AsyncSession, samples: Iterable[Sample], now: 
 
 async def spend_between(session: AsyncSession, start: datetime, end: datetime) -> float:
     """The spend of the samples taken in (start, end]."""
-    query = select(func.coalesce(func.sum(SpendSample.usd), 0.0)).where(SpendSample.at > start, SpendSample.at <= end)
+    query = (select(func.coalesce(func.sum(SpendSample.usd), 0.0))
+             .where(col(SpendSample.at) > start, col(SpendSample.at) <= end))
     total = (await session.execute(query)).scalar_one()
     await session.rollback()
     return float(total)
@@ -81,9 +84,9 @@ async def by_model(session: AsyncSession, start: datetime, end: datetime) -> lis
     """Each model's spend and GPU hours in (start, end], the costliest first."""
     usd = func.sum(SpendSample.usd)
     gpu_hours = func.sum(SpendSample.gpus * SpendSample.seconds) / 3600
-    query = (select(SpendSample.model_id, usd, gpu_hours)
-             .where(SpendSample.at > start, SpendSample.at <= end)
-             .group_by(SpendSample.model_id).order_by(usd.desc(), SpendSample.model_id))
+    query = (select(col(SpendSample.model_id), usd, gpu_hours)
+             .where(col(SpendSample.at) > start, col(SpendSample.at) <= end)
+             .group_by(col(SpendSample.model_id)).order_by(usd.desc(), col(SpendSample.model_id)))
     rows = (await session.execute(query)).all()
     await session.rollback()
     return [ModelSpend(model_id, float(spent), float(hours)) for model_id, spent, hours in rows]
@@ -99,7 +102,7 @@ async def last_counted(session: AsyncSession) -> datetime | None:
 async def counted_since_clear(session: AsyncSession, now: datetime) -> float:
     """The spend that the pause counts: the last 24 hours, from the last Clear if that came later."""
     cleared = (await session.execute(select(func.max(SpendStopChange.at))
-                                     .where(SpendStopChange.kind == StopChangeKind.clear))).scalar_one()
+                                     .where(col(SpendStopChange.kind) == StopChangeKind.clear))).scalar_one()
     since = now - DAY
     if cleared is not None and cleared > since:
         since = cleared
@@ -133,7 +136,8 @@ async def pause_at(session: AsyncSession, usd: float, now: datetime, *, counted:
 
 async def changes(session: AsyncSession, limit: int = 10) -> list[SpendStopChange]:
     """The newest changes of the stop first."""
-    query = select(SpendStopChange).order_by(SpendStopChange.at.desc(), SpendStopChange.id.desc()).limit(limit)
+    query = (select(SpendStopChange).order_by(col(SpendStopChange.at).desc(), col(SpendStopChange.id).desc())
+             .limit(limit))
     rows = list((await session.execute(query)).scalars())
     session.expunge_all()  # readable after the rollback
     await session.rollback()
@@ -142,7 +146,7 @@ async def changes(session: AsyncSession, limit: int = 10) -> list[SpendStopChang
 
 async def spend_stop(session: AsyncSession) -> SpendStop:
     """The stop as it is now, detached from the session."""
-    row = (await session.execute(select(SpendStop).where(SpendStop.id == 1))).scalar_one_or_none()
+    row = (await session.execute(select(SpendStop).where(col(SpendStop.id) == 1))).scalar_one_or_none()
     if row is None:
         await session.rollback()
         return SpendStop(id=1, locked=False)
@@ -151,7 +155,7 @@ async def spend_stop(session: AsyncSession) -> SpendStop:
     return row
 
 
-_STOP_LOCKED = select(SpendStop.locked).where(SpendStop.id == 1)
+_STOP_LOCKED = select(col(SpendStop.locked)).where(col(SpendStop.id) == 1)
 
 
 async def spend_stop_locked_on(engine: AsyncEngine) -> bool:
@@ -180,10 +184,11 @@ async def _stop_row(session: AsyncSession) -> SpendStop:
     Clear at the same moment are recorded one after the other."""
     from sqlalchemy.dialects import postgresql, sqlite
 
-    insert = (postgresql if session.bind.dialect.name == "postgresql" else sqlite).insert
-    await session.execute(insert(SpendStop.__table__).values(id=1, locked=False, reason="", changed_at=utcnow())
-                          .on_conflict_do_nothing(index_elements=[SpendStop.__table__.c.id]))
-    return (await session.execute(select(SpendStop).where(SpendStop.id == 1).with_for_update())).scalar_one()
+    insert = (postgresql if session.get_bind().dialect.name == "postgresql" else sqlite).insert
+    stop = table_of(SpendStop)
+    await session.execute(insert(stop).values(id=1, locked=False, reason="", changed_at=utcnow())
+                          .on_conflict_do_nothing(index_elements=[stop.c.id]))
+    return (await session.execute(select(SpendStop).where(col(SpendStop.id) == 1).with_for_update())).scalar_one()
 
 
 async def _apply(session: AsyncSession, row: SpendStop, kind: StopChangeKind, *, locked: bool, by: str,

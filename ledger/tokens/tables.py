@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import uuid
 from datetime import datetime
+from typing import ClassVar
 
 from sqlalchemy import (
     BigInteger,
@@ -23,7 +24,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from ledger.store.coltypes import UtcDateTime, utcnow
-from ledger.store.columns import _created_at, _state
+from ledger.store.columns import _created_at, _state, table_of
 from ledger.store.ids import uuid7
 
 # -- Tokens: allowances, Budgets, Grants, Holds ------------------------------
@@ -63,7 +64,7 @@ class UsageStatus(str, enum.Enum):
 class Budget(SQLModel, table=True):
     """A User's Budget, or one API key's own Budget (key_id set)."""
 
-    __tablename__ = "budgets"
+    __tablename__: ClassVar[str] = "budgets"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False, index=True))
@@ -77,7 +78,7 @@ class Budget(SQLModel, table=True):
 class MonthlyUsage(SQLModel, table=True):
     """Tokens of one User's allowance taken in one UTC month (Holds included)."""
 
-    __tablename__ = "monthly_usage"
+    __tablename__: ClassVar[str] = "monthly_usage"
 
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), primary_key=True))
     month: str = Field(sa_column=Column(String(7), primary_key=True))  # "2026-11"
@@ -85,7 +86,7 @@ class MonthlyUsage(SQLModel, table=True):
 
 
 class Grant(SQLModel, table=True):
-    __tablename__ = "grants"
+    __tablename__: ClassVar[str] = "grants"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False, index=True))
@@ -105,7 +106,7 @@ class Hold(SQLModel, table=True):
     that died with their process.
     """
 
-    __tablename__ = "holds"
+    __tablename__: ClassVar[str] = "holds"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False))
@@ -133,15 +134,16 @@ class Hold(SQLModel, table=True):
     ended_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
 
 
-Index("ix_holds_state_lease_until", Hold.__table__.c.state, Hold.__table__.c.lease_until)
-Index("ix_holds_user_id_created_at", Hold.__table__.c.user_id, Hold.__table__.c.created_at)
-Index("ix_holds_key_id_month", Hold.__table__.c.key_id, Hold.__table__.c.month)
+_holds = table_of(Hold).c
+Index("ix_holds_state_lease_until", _holds.state, _holds.lease_until)
+Index("ix_holds_user_id_created_at", _holds.user_id, _holds.created_at)
+Index("ix_holds_key_id_month", _holds.key_id, _holds.month)
 
 
 class SpendStop(SQLModel, table=True):
     """The spend stop: one row; while `locked`, new GPU work gets 429 spend_cap."""
 
-    __tablename__ = "spend_stop"
+    __tablename__: ClassVar[str] = "spend_stop"
 
     id: int = Field(default=1, sa_column=Column(BigInteger(), primary_key=True))
     locked: bool = Field(default=False, nullable=False)
@@ -150,7 +152,7 @@ class SpendStop(SQLModel, table=True):
 
 # One Budget of the User itself (key_id NULL) per User.
 _USER_BUDGET = text("key_id IS NULL")
-Index("uq_budgets_user_id_own", Budget.__table__.c.user_id, unique=True,
+Index("uq_budgets_user_id_own", table_of(Budget).c.user_id, unique=True,
       postgresql_where=_USER_BUDGET, sqlite_where=_USER_BUDGET)
 
 
@@ -165,7 +167,7 @@ class WarmWindow(SQLModel, table=True):
     ends the next day. "Warm now": `ends_at` set, the days unused.
     """
 
-    __tablename__ = "warm_windows"
+    __tablename__: ClassVar[str] = "warm_windows"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     model_id: str = Field(sa_column=Column(String(100), nullable=False, index=True))
@@ -182,7 +184,7 @@ class WarmWindow(SQLModel, table=True):
 class SpendSample(SQLModel, table=True):
     """One minute's estimate of a model's GPU spend, from the replicas that ran and their price."""
 
-    __tablename__ = "spend_samples"
+    __tablename__: ClassVar[str] = "spend_samples"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     at: datetime = Field(sa_column=Column(UtcDateTime(), nullable=False, index=True))
@@ -202,7 +204,7 @@ class StopChangeKind(str, enum.Enum):
 class SpendStopChange(SQLModel, table=True):
     """Every change of the spend stop, with who made it (spec: "Changes of the stop")."""
 
-    __tablename__ = "spend_stop_changes"
+    __tablename__: ClassVar[str] = "spend_stop_changes"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
@@ -215,7 +217,7 @@ class SpendStopChange(SQLModel, table=True):
 class BudgetRefusal(SQLModel, table=True):
     """A request that the tokens could not hold (a 429 budget_exceeded): the Analytics' Budget tab counts them."""
 
-    __tablename__ = "budget_refusals"
+    __tablename__: ClassVar[str] = "budget_refusals"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     at: datetime = Field(default_factory=utcnow, sa_column=Column(UtcDateTime(), nullable=False, index=True))
@@ -251,7 +253,7 @@ class TokenRequestStatus(str, enum.Enum):
 
 
 class TokenRequest(SQLModel, table=True):
-    __tablename__ = "token_requests"
+    __tablename__: ClassVar[str] = "token_requests"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False, index=True))
@@ -275,5 +277,5 @@ class TokenRequest(SQLModel, table=True):
 
 # The spec: one request waiting at a time. The index catches two sent at once.
 _WAITING = text("status = 'waiting'")
-Index("uq_token_requests_user_id_waiting", TokenRequest.__table__.c.user_id, unique=True,
+Index("uq_token_requests_user_id_waiting", table_of(TokenRequest).c.user_id, unique=True,
       postgresql_where=_WAITING, sqlite_where=_WAITING)

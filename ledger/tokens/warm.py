@@ -19,6 +19,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy import delete, or_, select
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.store.coltypes import utcnow
@@ -60,7 +61,7 @@ async def warm_now(session: AsyncSession, model_id: str, hours: int, by: str, no
 
 async def remove_window(session: AsyncSession, window_id: uuid.UUID) -> bool:
     """False when no window has the id (removed already)."""
-    result = await session.execute(delete(WarmWindow).where(WarmWindow.id == window_id))
+    result = await session.exec(delete(WarmWindow).where(col(WarmWindow.id) == window_id))
     await session.commit()
     return result.rowcount > 0
 
@@ -69,10 +70,10 @@ async def windows(session: AsyncSession, model_id: str | None = None, *,
                   now: datetime | None = None) -> list[WarmWindow]:
     """The windows that still count, oldest first: a Warm now that ended is left out."""
     now = now or utcnow()
-    query = select(WarmWindow).where(or_(WarmWindow.ends_at.is_(None), WarmWindow.ends_at > now))
+    query = select(WarmWindow).where(or_(col(WarmWindow.ends_at).is_(None), col(WarmWindow.ends_at) > now))
     if model_id is not None:
-        query = query.where(WarmWindow.model_id == model_id)
-    rows = list((await session.execute(query.order_by(WarmWindow.created_at, WarmWindow.id))).scalars())
+        query = query.where(col(WarmWindow.model_id) == model_id)
+    rows = list((await session.execute(query.order_by(col(WarmWindow.created_at), col(WarmWindow.id)))).scalars())
     # A read holds no transaction open; the rows leave the session first, or the rollback expires them.
     session.expunge_all()
     await session.rollback()
@@ -81,7 +82,7 @@ async def windows(session: AsyncSession, model_id: str | None = None, *,
 
 async def warm_models(session: AsyncSession, now: datetime) -> set[str]:
     """The models that a window keeps Warm now: none while the spend stop is on."""
-    stop = (await session.execute(select(SpendStop.locked).where(SpendStop.id == 1))).scalar_one_or_none()
+    stop = (await session.execute(select(col(SpendStop.locked)).where(col(SpendStop.id) == 1))).scalar_one_or_none()
     if stop:
         await session.rollback()
         return set()

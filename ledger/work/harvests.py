@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import and_, case, func, or_, update
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.work import queue as queue
@@ -91,17 +91,18 @@ async def counts(session: AsyncSession, user_id: uuid.UUID, key_id: uuid.UUID, m
     """The numbers of the caps. The month leaves out harvests whose GPU run never started
     and that are no longer pending or running (a cancel while pending, a failure to start)."""
     start, end = month_bounds(now)
-    active = Work.status.in_(ACTIVE)
-    counted = and_(Work.key_id == key_id, Work.created_at >= start, Work.created_at < end,
-                   or_(active, Harvest.gpu_started_at.is_not(None)))
+    active = col(Work.status).in_(ACTIVE)
+    counted = and_(col(Work.key_id) == key_id, col(Work.created_at) >= start, col(Work.created_at) < end,
+                   or_(active, col(Harvest.gpu_started_at).is_not(None)))
 
     def count_if(condition):
         return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
 
     row = (await session.exec(
-        select(count_if(counted), count_if(and_(active, Work.user_id == user_id, Harvest.model_class == model_class)),
-               count_if(and_(active, Harvest.model_class == LARGE)))
-        .select_from(Work).join(Harvest, Harvest.work_id == Work.id).where(Work.kind == WorkKind.harvest))).one()
+        select(count_if(counted),
+               count_if(and_(active, col(Work.user_id) == user_id, col(Harvest.model_class) == model_class)),
+               count_if(and_(active, col(Harvest.model_class) == LARGE)))
+        .select_from(Work).join(Harvest, col(Harvest.work_id) == Work.id).where(Work.kind == WorkKind.harvest))).one()
     own = (await session.exec(select(User.harvest_quota).where(User.id == user_id))).one()
     month_key, user_active, large_active = map(int, row)
     return HarvestCounts(month_key, default_quota if own is None else int(own), user_active, large_active)
@@ -127,7 +128,7 @@ async def enqueue(session: AsyncSession, work: Work, harvest: Harvest, now: date
 
 async def find(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID) -> tuple[Work, Harvest] | None:
     """One of the User's harvests; another User's id finds nothing."""
-    query = (select(Work, Harvest).join(Harvest, Harvest.work_id == Work.id)
+    query = (select(Work, Harvest).join(Harvest, col(Harvest.work_id) == Work.id)
              .where(Work.id == work_id, Work.user_id == user_id, Work.kind == WorkKind.harvest))
     row = (await session.exec(query)).first()
     if row is not None:
@@ -169,13 +170,13 @@ async def progress(session: AsyncSession, work_ids: list[uuid.UUID]) -> dict[uui
     if not work_ids:
         return {}
     rows = (await session.exec(select(Harvest.work_id, Harvest.prompts_done, Harvest.n_prompts)
-                               .where(Harvest.work_id.in_(work_ids)))).all()
+                               .where(col(Harvest.work_id).in_(work_ids)))).all()
     return {work_id: (int(done), int(total)) for work_id, done, total in rows}
 
 
 async def set_quota(session: AsyncSession, user_id: uuid.UUID, quota: int | None) -> None:
     """The harvests each key of the User may start in a UTC month; None: the default."""
-    await session.execute(update(User).where(User.id == user_id).values(harvest_quota=quota))
+    await session.execute(update(User).where(col(User.id) == user_id).values(harvest_quota=quota))
     await session.commit()
 
 
@@ -211,9 +212,10 @@ async def record_run(session: AsyncSession, work_id: uuid.UUID, owner: str, *, r
     if prompts_done is not None:
         values["prompts_done"] = prompts_done
     if values:
-        await session.execute(update(Harvest).where(Harvest.work_id == work_id).values(**values))
+        await session.execute(update(Harvest).where(col(Harvest.work_id) == work_id).values(**values))
     if gpu_started_at is not None:
-        await session.execute(update(Harvest).where(
-            Harvest.work_id == work_id, Harvest.gpu_started_at.is_(None)).values(gpu_started_at=gpu_started_at))
+        await session.execute(update(Harvest).where(col(Harvest.work_id) == work_id,
+                                                    col(Harvest.gpu_started_at).is_(None))
+                              .values(gpu_started_at=gpu_started_at))
     await session.commit()
     return True

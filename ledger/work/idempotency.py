@@ -20,7 +20,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from sqlalchemy import (
     Column, ForeignKey, Integer, String, Text, UniqueConstraint, Uuid, and_, delete, insert, or_, update,
@@ -31,7 +31,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.store.coltypes import UtcDateTime, utcnow
 from ledger.store.ids import uuid7
-from ledger.store.columns import _state
+from ledger.store.columns import _state, table_of
 
 KEY_MAX = 255
 ROUTE_MAX = 255
@@ -48,7 +48,7 @@ class RecordState(str, enum.Enum):
 
 
 class IdempotencyRecord(SQLModel, table=True):
-    __tablename__ = "idempotency_records"
+    __tablename__: ClassVar[str] = "idempotency_records"
     # The one set of keys of each User; also the lookup of every `begin`.
     __table_args__ = (UniqueConstraint("user_id", "key"),)
 
@@ -131,7 +131,7 @@ async def begin(session: AsyncSession, user_id: uuid.UUID, key: str, route: str,
 
 async def _claim(session: AsyncSession, record: IdempotencyRecord, now: datetime) -> bool:
     """Insert the record, replacing an expired one; False when a live one has the key."""
-    table = IdempotencyRecord.__table__
+    table = table_of(IdempotencyRecord)
     # Expired, or `running` so long that its process must have died with it
     # (no request waits past the line and the 14-minute wait to Inference).
     expired = delete(table).where(table.c.user_id == record.user_id, table.c.key == record.key,
@@ -192,7 +192,7 @@ async def finish_without_answer(session: AsyncSession, record_id: uuid.UUID) -> 
 
 async def release(session: AsyncSession, record_id: uuid.UUID) -> bool:
     """Free the key of a request that failed before it was charged: the same request may run."""
-    table = IdempotencyRecord.__table__
+    table = table_of(IdempotencyRecord)
     # Only a running record: a late release must never erase an answer.
     statement = delete(table).where(table.c.id == record_id, table.c.state == RecordState.running)
     result = await session.exec(statement)
@@ -201,7 +201,7 @@ async def release(session: AsyncSession, record_id: uuid.UUID) -> bool:
 
 
 async def _end_running(session: AsyncSession, record_id: uuid.UUID, **values: Any) -> bool:
-    table = IdempotencyRecord.__table__
+    table = table_of(IdempotencyRecord)
     statement = (update(table)
                  .where(table.c.id == record_id, table.c.state == RecordState.running)
                  .values(**values))
@@ -212,7 +212,7 @@ async def _end_running(session: AsyncSession, record_id: uuid.UUID, **values: An
 
 async def purge_expired(session: AsyncSession, now: datetime | None = None) -> int:
     """Delete the records past their 24 hours; returns how many."""
-    table = IdempotencyRecord.__table__
+    table = table_of(IdempotencyRecord)
     result = await session.exec(delete(table).where(table.c.expires_at <= (now or utcnow())))
     await session.commit()
     return result.rowcount

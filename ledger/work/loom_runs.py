@@ -17,7 +17,8 @@ import json
 import uuid
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import Update, update
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.work.tables import GROWING, LoomNode, NodeStatus
@@ -28,12 +29,12 @@ def _as_json(value: Any) -> str | None:
 
 
 def _this_attempt(node_id: uuid.UUID, attempt: int):
-    return (LoomNode.id == node_id, LoomNode.status == NodeStatus.running, LoomNode.attempt == attempt,
-            LoomNode.deleted_at.is_(None))
+    return (col(LoomNode.id) == node_id, col(LoomNode.status) == NodeStatus.running,
+            col(LoomNode.attempt) == attempt, col(LoomNode.deleted_at).is_(None))
 
 
-async def _changed(session: AsyncSession, statement: Any, commit: bool) -> bool:
-    result = await session.execute(statement)
+async def _changed(session: AsyncSession, statement: Update, commit: bool) -> bool:
+    result = await session.exec(statement)
     if commit:
         await session.commit()
     return result.rowcount == 1
@@ -43,8 +44,8 @@ async def start(session: AsyncSession, node_id: uuid.UUID, attempt: int) -> bool
     """The Node runs from the beginning under `attempt`: no text yet. False when it no longer
     grows (a stop cancelled it, it was deleted), or a later attempt already started it."""
     return await _changed(session, update(LoomNode).where(
-        LoomNode.id == node_id, LoomNode.status.in_(GROWING), LoomNode.attempt <= attempt,
-        LoomNode.deleted_at.is_(None),
+        col(LoomNode.id) == node_id, col(LoomNode.status).in_(GROWING), col(LoomNode.attempt) <= attempt,
+        col(LoomNode.deleted_at).is_(None),
     ).values(status=NodeStatus.running, text="", logprobs=None, error=None, used_tokens=0, attempt=attempt),
         commit=True)
 
@@ -81,7 +82,7 @@ async def fail_queued_node_within(session: AsyncSession, work_id: uuid.UUID, err
     `failed`, without text, with the error object. A Node still `running` here was cut by a
     restart and reads as queued: it fails the same way."""
     return await _changed(session, update(LoomNode).where(
-        LoomNode.work_id == work_id, LoomNode.status.in_(GROWING), LoomNode.deleted_at.is_(None),
+        col(LoomNode.work_id) == work_id, col(LoomNode.status).in_(GROWING), col(LoomNode.deleted_at).is_(None),
     ).values(status=NodeStatus.failed, text="", logprobs=None, error=_as_json(error), used_tokens=0),
         commit=False)
 
@@ -91,5 +92,5 @@ async def fail_growing_node_within(session: AsyncSession, work_id: uuid.UUID, er
     saved. Called only while the row is still the failed attempt's (`queue.finish`), so no
     attempt number is needed: it holds also when the attempt failed before it started the Node."""
     return await _changed(session, update(LoomNode).where(
-        LoomNode.work_id == work_id, LoomNode.status.in_(GROWING), LoomNode.deleted_at.is_(None),
+        col(LoomNode.work_id) == work_id, col(LoomNode.status).in_(GROWING), col(LoomNode.deleted_at).is_(None),
     ).values(status=NodeStatus.failed, logprobs=None, error=_as_json(error)), commit=False)

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Iterable
 
 from sqlalchemy import delete, update
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.work import queue as queue
@@ -145,7 +145,7 @@ def check_room(tree: LoomTree, adding: int) -> None:
 
 
 def _live_loom(loom_id: uuid.UUID, user_id: uuid.UUID):
-    return select(Loom).where(Loom.id == loom_id, Loom.user_id == user_id, Loom.deleted_at.is_(None))
+    return select(Loom).where(Loom.id == loom_id, Loom.user_id == user_id, col(Loom.deleted_at).is_(None))
 
 
 async def lock_loom(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID) -> Loom:
@@ -163,8 +163,8 @@ def not_found_message(loom_id: uuid.UUID | str) -> str:
 async def nodes_of(session: AsyncSession, loom_id: uuid.UUID) -> list[LoomNode]:
     """The Loom's live Nodes in the order of a read, with their effective status."""
     rows = (await session.exec(
-        select(LoomNode, Work.status).join(Work, Work.id == LoomNode.work_id, isouter=True)
-        .where(LoomNode.loom_id == loom_id, LoomNode.deleted_at.is_(None)))).all()
+        select(LoomNode, col(Work.status)).join(Work, col(Work.id) == LoomNode.work_id, isouter=True)
+        .where(LoomNode.loom_id == loom_id, col(LoomNode.deleted_at).is_(None)))).all()
     nodes = []
     for node, work_status in rows:
         if _restarted(node, work_status):
@@ -204,16 +204,16 @@ async def read(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID) ->
 
 async def listing(session: AsyncSession, user_id: uuid.UUID) -> list[tuple[Loom, str]]:
     """The newest 100 Looms with their prompts: pinned first, newest pin first, then by last change."""
-    pinned_first = Loom.pinned_at.is_(None)
+    pinned_first = col(Loom.pinned_at).is_(None)
     looms = list((await session.exec(
-        select(Loom).where(Loom.user_id == user_id, Loom.deleted_at.is_(None))
-        .order_by(pinned_first, Loom.pinned_at.desc(), Loom.updated_at.desc(), Loom.id.desc())
+        select(Loom).where(Loom.user_id == user_id, col(Loom.deleted_at).is_(None))
+        .order_by(pinned_first, col(Loom.pinned_at).desc(), col(Loom.updated_at).desc(), col(Loom.id).desc())
         .limit(LIST_SIZE))).all())
     prompts: dict[uuid.UUID, str] = {}
     if looms:
         roots = (await session.exec(
-            select(LoomNode).where(LoomNode.loom_id.in_([loom.id for loom in looms]),
-                                   LoomNode.parent_id.is_(None), LoomNode.deleted_at.is_(None)))).all()
+            select(LoomNode).where(col(LoomNode.loom_id).in_([loom.id for loom in looms]),
+                                   col(LoomNode.parent_id).is_(None), col(LoomNode.deleted_at).is_(None)))).all()
         for root in sorted(roots, key=sibling_key, reverse=True):
             prompts[root.loom_id] = root.text
     session.expunge_all()
@@ -332,6 +332,8 @@ async def cancel_growing(session: AsyncSession, loom_id: uuid.UUID, user_id: uui
         # The work row first, as `queue.finish` locks it before it writes the Node's end.
         work = None if node.work_id is None else await session.get(Work, node.work_id, with_for_update=True)
         row = await session.get(LoomNode, node.id, with_for_update=True, populate_existing=True)
+        # A live Node of the locked Loom: only erase_deleted removes Node rows, and only deleted ones.
+        assert row is not None, f"the live Node {node.id} has no row"
         if row.status not in GROWING:  # it ended meanwhile: its end stands
             continue
         running = row.status == NodeStatus.running and work is not None and work.status == WorkStatus.running
@@ -353,17 +355,17 @@ async def cancel_growing(session: AsyncSession, loom_id: uuid.UUID, user_id: uui
 async def erase_deleted(session: AsyncSession, now: datetime) -> int:
     """Erase the Looms and Nodes deleted more than 14 days ago, and their work rows."""
     before = now - KEPT_AFTER_DELETE
-    gone_looms = select(Loom.id).where(Loom.deleted_at < before)
+    gone_looms = select(Loom.id).where(col(Loom.deleted_at) < before)
     gone_nodes = select(LoomNode.id, LoomNode.work_id).where(
-        (LoomNode.deleted_at < before) | LoomNode.loom_id.in_(gone_looms))
+        (col(LoomNode.deleted_at) < before) | col(LoomNode.loom_id).in_(gone_looms))
     rows = (await session.exec(gone_nodes)).all()
     node_ids = [node_id for node_id, _ in rows]
     work_ids = [work_id for _, work_id in rows if work_id is not None]
     if node_ids:
-        await session.execute(delete(LoomNode).where(LoomNode.id.in_(node_ids)))
+        await session.execute(delete(LoomNode).where(col(LoomNode.id).in_(node_ids)))
     if work_ids:
-        await session.execute(delete(Work).where(Work.id.in_(work_ids), Work.kind == WorkKind.node))
-    result = await session.execute(delete(Loom).where(Loom.deleted_at < before))
+        await session.execute(delete(Work).where(col(Work.id).in_(work_ids), col(Work.kind) == WorkKind.node))
+    result = await session.exec(delete(Loom).where(col(Loom.deleted_at) < before))
     await session.commit()
     return len(node_ids) + result.rowcount
 
@@ -371,4 +373,4 @@ async def erase_deleted(session: AsyncSession, now: datetime) -> int:
 async def mark_deleted(session: AsyncSession, nodes: Iterable[LoomNode], now: datetime) -> None:
     ids = [node.id for node in nodes]
     if ids:
-        await session.execute(update(LoomNode).where(LoomNode.id.in_(ids)).values(deleted_at=now))
+        await session.execute(update(LoomNode).where(col(LoomNode.id).in_(ids)).values(deleted_at=now))

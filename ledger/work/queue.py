@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Awaitable, Callable
 
+import sqlalchemy
 from sqlalchemy import and_, case, exists, func, or_, update
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from ledger.store.columns import table_of
 from ledger.accounts.tables import ApiKey, KeyStatus, Standing, User
 from ledger.tokens.tables import Counting, Hold, UsageStatus
 from ledger.work.tables import ENDED, Work, WorkKind, WorkQueue, WorkStatus
@@ -87,14 +89,15 @@ async def find(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, ki
 def _runnable(kind: WorkKind, model_ids: list[str]):
     """Queued, of a model this Runner serves, of a usable key (a paused key's work
     waits) and of a User in good standing."""
-    return and_(Work.kind == kind, Work.status == WorkStatus.queued, Work.model_id.in_(model_ids),
-                ApiKey.status == KeyStatus.active, User.standing == Standing.active)
+    return and_(col(Work.kind) == kind, col(Work.status) == WorkStatus.queued, col(Work.model_id).in_(model_ids),
+                col(ApiKey.status) == KeyStatus.active, col(User.standing) == Standing.active)
 
 
 async def queued_kinds(session: AsyncSession, kinds: list[WorkKind], model_ids: list[str]) -> set[WorkKind]:
     """Which of `kinds` have queued work: an idle Runner's one read a poll for all its queues."""
     found = (await session.exec(select(Work.kind).where(
-        Work.kind.in_(kinds), Work.status == WorkStatus.queued, Work.model_id.in_(model_ids)).distinct())).all()
+        col(Work.kind).in_(kinds), Work.status == WorkStatus.queued, col(Work.model_id).in_(model_ids))
+        .distinct())).all()
     await session.rollback()
     return {WorkKind(kind) for kind in found}
 
@@ -102,7 +105,7 @@ async def queued_kinds(session: AsyncSession, kinds: list[WorkKind], model_ids: 
 async def any_queued(session: AsyncSession, kind: WorkKind, model_ids: list[str]) -> bool:
     """A read without locks: an idle Runner polls this, not the claim, which writes."""
     found = (await session.exec(select(Work.id).where(
-        Work.kind == kind, Work.status == WorkStatus.queued, Work.model_id.in_(model_ids)).limit(1))).first()
+        Work.kind == kind, Work.status == WorkStatus.queued, col(Work.model_id).in_(model_ids)).limit(1))).first()
     await session.rollback()
     return found is not None
 
@@ -124,10 +127,10 @@ async def claim(session: AsyncSession, kind: WorkKind, model_ids: list[str], own
     if running >= cap:
         await session.rollback()
         return []
-    query = (select(Work).join(ApiKey, ApiKey.id == Work.key_id).join(User, User.id == Work.user_id)
+    query = (select(Work).join(ApiKey, col(ApiKey.id) == Work.key_id).join(User, col(User.id) == Work.user_id)
              .where(_runnable(kind, model_ids))
              .order_by(*_claim_order(kind, fair))
-             .limit(1 if fair else cap - running).with_for_update(of=Work.__table__, skip_locked=True))
+             .limit(1 if fair else cap - running).with_for_update(of=table_of(Work), skip_locked=True))
     claimed = list((await session.exec(query)).all())
     if not claimed:
         await session.rollback()
@@ -149,7 +152,7 @@ def _claim_order(kind: WorkKind, fair_to_users: bool) -> list:
     oldest = [Work.created_at, Work.id]
     if not fair_to_users:
         return oldest
-    other = Work.__table__.alias("other")
+    other = table_of(Work).alias("other")
     busy = exists().where(other.c.kind == kind.value, other.c.status == WorkStatus.running.value,
                           other.c.user_id == Work.user_id)
     return [case((busy, 1), else_=0), *oldest]
@@ -158,9 +161,9 @@ def _claim_order(kind: WorkKind, fair_to_users: bool) -> list:
 async def attach_hold(session: AsyncSession, work_id: uuid.UUID, owner: str, hold_id: uuid.UUID,
                       attempt: int) -> bool:
     """Record the attempt's Hold; False when the row is no longer this attempt's to run."""
-    result = await session.execute(update(Work).where(
-        Work.id == work_id, Work.status == WorkStatus.running, Work.lease_owner == owner,
-        Work.attempts == attempt).values(hold_id=hold_id))
+    result = await session.exec(update(Work).where(
+        col(Work.id) == work_id, col(Work.status) == WorkStatus.running, col(Work.lease_owner) == owner,
+        col(Work.attempts) == attempt).values(hold_id=hold_id))
     await session.commit()
     return result.rowcount == 1
 
@@ -170,7 +173,7 @@ async def attach_hold(session: AsyncSession, work_id: uuid.UUID, owner: str, hol
 
 async def renew(session: AsyncSession, owner: str, until: datetime) -> set[uuid.UUID]:
     """Extend `owner`'s leases; the ids it still runs (a cancel or a lost lease drops one)."""
-    mine = and_(Work.lease_owner == owner, Work.status == WorkStatus.running)
+    mine = and_(col(Work.lease_owner) == owner, col(Work.status) == WorkStatus.running)
     await session.execute(update(Work).where(mine).values(lease_until=until))
     ids = set((await session.exec(select(Work.id).where(mine))).all())
     await session.commit()
@@ -178,7 +181,7 @@ async def renew(session: AsyncSession, owner: str, until: datetime) -> set[uuid.
 
 
 async def heartbeat(session: AsyncSession, kinds: list[WorkKind], now: datetime) -> None:
-    await session.execute(update(WorkQueue).where(WorkQueue.kind.in_(kinds)).values(polled_at=now))
+    await session.execute(update(WorkQueue).where(col(WorkQueue.kind).in_(kinds)).values(polled_at=now))
     await session.commit()
 
 
@@ -212,7 +215,7 @@ async def running_of(session: AsyncSession, owner: str) -> set[uuid.UUID]:
 async def expired(session: AsyncSession, now: datetime) -> list[uuid.UUID]:
     """Running rows whose Runner stopped renewing: it died (kill -9, a lost node)."""
     ids = list((await session.exec(select(Work.id).where(
-        Work.status == WorkStatus.running, Work.lease_until < now))).all())
+        Work.status == WorkStatus.running, col(Work.lease_until) < now))).all())
     await session.rollback()
     return ids
 
@@ -221,6 +224,9 @@ async def requeue(session: AsyncSession, work_id: uuid.UUID, now: datetime, owne
     """Back to `queued`, its Hold released: `owner`'s own row (a planned stop), or
     without an owner a row whose lease expired. False when neither holds any more."""
     work = await _locked(session, work_id)
+    if work is None:  # erased meanwhile (a deleted Loom's Node): nothing to put back
+        await session.rollback()
+        return False
     mine = owner is not None and work.lease_owner == owner
     lapsed = owner is None and work.lease_until is not None and work.lease_until < now
     if work.status != WorkStatus.running or not (mine or lapsed):
@@ -245,7 +251,7 @@ async def finish(session: AsyncSession, work_id: uuid.UUID, owner: str, result: 
     requeues its row and may claim it again, and the cut attempt's late answer must not end
     the new attempt's Hold."""
     work = await _locked(session, work_id)
-    if work.status != WorkStatus.running or work.lease_owner != owner or work.attempts != attempt:
+    if work is None or work.status != WorkStatus.running or work.lease_owner != owner or work.attempts != attempt:
         await session.rollback()
         return False
     await _end_attempt_hold(session, work, hold, now)
@@ -258,7 +264,7 @@ async def fail_queued(session: AsyncSession, work_id: uuid.UUID, result: Result,
                       kept_for: timedelta) -> bool:
     """End a row that never started (a revoked key, a suspended User); it held nothing."""
     work = await _locked(session, work_id)
-    if work.status != WorkStatus.queued:
+    if work is None or work.status != WorkStatus.queued:
         await session.rollback()
         return False
     await _end(session, work, result, now, kept_for)
@@ -337,8 +343,8 @@ async def _locked(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID 
 
 async def drop_expired_results(session: AsyncSession, now: datetime) -> int:
     """Expired results answer 410 and their rows stay: their bodies go."""
-    result = await session.execute(update(Work).where(
-        Work.result_expires_at < now, Work.result_body.is_not(None)).values(result_body=None))
+    result = await session.exec(update(Work).where(
+        col(Work.result_expires_at) < now, col(Work.result_body).is_not(None)).values(result_body=None))
     await session.commit()
     return result.rowcount
 
@@ -355,9 +361,10 @@ class Unusable:
 
 async def unusable_queued(session: AsyncSession, kind: WorkKind) -> list[Unusable]:
     """Queued rows whose key was revoked or whose User was suspended: they never run."""
-    query = (select(Work.id, Work.request_id, ApiKey.status).join(ApiKey, ApiKey.id == Work.key_id).join(User, User.id == Work.user_id)
+    query = (select(Work.id, Work.request_id, col(ApiKey.status))
+             .join(ApiKey, col(ApiKey.id) == Work.key_id).join(User, col(User.id) == Work.user_id)
              .where(Work.kind == kind, Work.status == WorkStatus.queued,
-                    or_(ApiKey.status == KeyStatus.revoked, User.standing == Standing.suspended)))
+                    or_(col(ApiKey.status) == KeyStatus.revoked, col(User.standing) == Standing.suspended)))
     rows = (await session.exec(query)).all()
     await session.rollback()
     return [Unusable(work_id, request_id, status == KeyStatus.revoked) for work_id, request_id, status in rows]
@@ -379,16 +386,17 @@ class Counts:
 
 async def _counts(session: AsyncSession, kind: WorkKind, user_id: uuid.UUID, key_id: uuid.UUID,
                   now: datetime) -> Counts:
-    active = Work.status.in_([WorkStatus.queued, WorkStatus.running])
-    kept = and_(Work.status.in_(ENDED), Work.result_expires_at > now)
+    active = col(Work.status).in_([WorkStatus.queued, WorkStatus.running])
+    kept = and_(col(Work.status).in_(ENDED), col(Work.result_expires_at) > now)
 
     def count_if(condition):
         return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
 
-    row = (await session.exec(select(
-        count_if(and_(active, Work.key_id == key_id)), count_if(and_(active, Work.user_id == user_id)),
-        count_if(active), count_if(and_(kept, Work.user_id == user_id)), count_if(kept),
-    ).where(Work.kind == kind))).one()
+    # SQLAlchemy's select, run by execute: SQLModel's select and exec are typed for at most 4 columns.
+    row = (await session.execute(sqlalchemy.select(
+        count_if(and_(active, col(Work.key_id) == key_id)), count_if(and_(active, col(Work.user_id) == user_id)),
+        count_if(active), count_if(and_(kept, col(Work.user_id) == user_id)), count_if(kept),
+    ).where(col(Work.kind) == kind))).one()
     return Counts(*map(int, row))
 
 
@@ -398,7 +406,7 @@ async def _counts(session: AsyncSession, kind: WorkKind, user_id: uuid.UUID, key
 async def listing(session: AsyncSession, *, user_id: uuid.UUID | None = None, status: WorkStatus | None = None,
                   limit: int = 50) -> list[Work]:
     """The newest rows first."""
-    query = select(Work).order_by(Work.created_at.desc()).limit(limit)
+    query = select(Work).order_by(col(Work.created_at).desc()).limit(limit)
     if user_id is not None:
         query = query.where(Work.user_id == user_id)
     if status is not None:
@@ -408,6 +416,7 @@ async def listing(session: AsyncSession, *, user_id: uuid.UUID | None = None, st
 
 async def set_max_running(session: AsyncSession, kind: WorkKind, max_running: int) -> None:
     queue = await session.get(WorkQueue, kind, with_for_update=True)
+    assert queue is not None, f"no queue row for {kind}: the migrations make one for each kind"
     queue.max_running = max_running
     session.add(queue)
     await session.commit()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import uuid
 from datetime import datetime
+from typing import ClassVar
 
 from sqlalchemy import (
     BigInteger,
@@ -23,7 +24,7 @@ from sqlalchemy import (
 from sqlmodel import Field, SQLModel
 
 from ledger.store.coltypes import UtcDateTime, utcnow
-from ledger.store.columns import _created_at, _state
+from ledger.store.columns import _created_at, _state, table_of
 from ledger.store.ids import uuid7
 
 # -- Background work: the Runner's queues --------------------------------------
@@ -53,7 +54,7 @@ class WorkQueue(SQLModel, table=True):
     """One row per kind of work: how many may run at once, and the row a claim
     locks, so that Runners on several replicas never start one too many."""
 
-    __tablename__ = "work_queues"
+    __tablename__: ClassVar[str] = "work_queues"
 
     kind: WorkKind = Field(sa_column=Column(Enum(WorkKind, name="kind", native_enum=False, create_constraint=True,
                                                  length=16, values_callable=lambda m: [x.value for x in m]),
@@ -74,7 +75,7 @@ class Work(SQLModel, table=True):
     ends the Hold, so a request is charged once and keeps its answer.
     """
 
-    __tablename__ = "work"
+    __tablename__: ClassVar[str] = "work"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     kind: WorkKind = Field(sa_column=_state(WorkKind, "kind"))
@@ -103,10 +104,11 @@ class Work(SQLModel, table=True):
 
 
 # The claim: the oldest queued work of a kind. The caps: counts by key, by User, by status.
-Index("ix_work_kind_status_created_at", Work.__table__.c.kind, Work.__table__.c.status, Work.__table__.c.created_at)
-Index("ix_work_user_id_kind_status", Work.__table__.c.user_id, Work.__table__.c.kind, Work.__table__.c.status)
-Index("ix_work_key_id_kind_status", Work.__table__.c.key_id, Work.__table__.c.kind, Work.__table__.c.status)
-Index("ix_work_status_lease_until", Work.__table__.c.status, Work.__table__.c.lease_until)
+_work = table_of(Work).c
+Index("ix_work_kind_status_created_at", _work.kind, _work.status, _work.created_at)
+Index("ix_work_user_id_kind_status", _work.user_id, _work.kind, _work.status)
+Index("ix_work_key_id_kind_status", _work.key_id, _work.kind, _work.status)
+Index("ix_work_status_lease_until", _work.status, _work.lease_until)
 
 
 class Harvest(SQLModel, table=True):
@@ -117,7 +119,7 @@ class Harvest(SQLModel, table=True):
     `done`); its result body is the run's result, or why it failed.
     """
 
-    __tablename__ = "harvests"
+    __tablename__: ClassVar[str] = "harvests"
 
     work_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("work.id"), primary_key=True))
     model_class: str = Field(sa_column=Column(String(16), nullable=False))  # small | large (the caps)
@@ -149,7 +151,7 @@ class Loom(SQLModel, table=True):
     days later by the Runner's housekeeping.
     """
 
-    __tablename__ = "looms"
+    __tablename__: ClassVar[str] = "looms"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False))
@@ -165,7 +167,7 @@ class Loom(SQLModel, table=True):
     deleted_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
 
 
-Index("ix_looms_user_id_deleted_at", Loom.__table__.c.user_id, Loom.__table__.c.deleted_at)
+Index("ix_looms_user_id_deleted_at", table_of(Loom).c.user_id, table_of(Loom).c.deleted_at)
 
 
 class LoomNode(SQLModel, table=True):
@@ -177,7 +179,7 @@ class LoomNode(SQLModel, table=True):
     without text until it runs again (`ledger.work.looms.effective`).
     """
 
-    __tablename__ = "loom_nodes"
+    __tablename__: ClassVar[str] = "loom_nodes"
 
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     loom_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("looms.id"), nullable=False))
@@ -203,5 +205,5 @@ class LoomNode(SQLModel, table=True):
     deleted_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
 
 
-Index("ix_loom_nodes_loom_id", LoomNode.__table__.c.loom_id)
-Index("ix_loom_nodes_work_id", LoomNode.__table__.c.work_id)
+Index("ix_loom_nodes_loom_id", table_of(LoomNode).c.loom_id)
+Index("ix_loom_nodes_work_id", table_of(LoomNode).c.work_id)
