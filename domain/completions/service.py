@@ -23,6 +23,7 @@ from deployments.checks import ModelFacts
 from ledger.work.idempotency import Replay, Started
 from ledger.tokens.tables import UsageStatus
 from ledger.store.survive import survive
+from ledger.accounts.keys import Principal
 
 ROUTE = "POST /v1/completions"
 # The tasks of Completions without a stream, until each ends: the event loop keeps only a weak
@@ -62,7 +63,7 @@ class CompletionService:
             steering = parse_steers(request.apply_steering_vectors, facts, prompt_tokens, planned.max_tokens)
         return dataclasses.replace(planned, capture=capture_of(request, model), steering=steering), model
 
-    async def create(self, body: Any, request_id: str, principal: Any,
+    async def create(self, body: Any, request_id: str, principal: Principal,
                      idempotency_key: str | None = None) -> Answer | WholeAnswer | StreamAnswer:
         """The Completion's answer (domain/completions/answers.py), or a replayed first answer;
         or raises ApiError before anything was charged."""
@@ -85,7 +86,7 @@ class CompletionService:
             raise
 
     # -- Idempotency-Key ------------------------------------------------------------
-    async def _claim(self, principal: Any, key: str | None, body: Any) -> Started | Replay | None:
+    async def _claim(self, principal: Principal, key: str | None, body: Any) -> Started | Replay | None:
         if key is None:
             return None
         with stage("idempotency"):
@@ -96,7 +97,7 @@ class CompletionService:
             await self.services.idempotency.free(claim.record_id)
 
     # -- background work --------------------------------------------------------
-    async def run_in_background(self, body: Any, request_id: str, principal: Any, policy: AdmissionPolicy,
+    async def run_in_background(self, body: Any, request_id: str, principal: Principal, policy: AdmissionPolicy,
                                 sink: HoldSink) -> dict:
         """One request of background work, without a stream: the Completion, or raises ApiError.
 
@@ -108,7 +109,7 @@ class CompletionService:
         admitted = await self.admission.admit(planned, model, gateway, request_id, principal, policy, sink)
         return await self._collect(admitted, gateway, request_id)
 
-    async def stream_in_background(self, body: Any, request_id: str, principal: Any, policy: AdmissionPolicy,
+    async def stream_in_background(self, body: Any, request_id: str, principal: Principal, policy: AdmissionPolicy,
                                    sink: HoldSink, on_progress: OnProgress) -> Grown:
         """One request of background work with a stream (a Loom Node): its text grows while
         Inference writes it. After each output, `on_progress(text, logprobs, used_tokens)` gets
@@ -197,7 +198,7 @@ class CompletionService:
         return payload
 
     async def _complete(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
-                        request_id: str, principal: Any, claim: Started | None) -> WholeAnswer:
+                        request_id: str, principal: Principal, claim: Started | None) -> WholeAnswer:
         # The long wait counts from the request's start, the wait for a place included.
         started = asyncio.get_running_loop().time()
         admitted = await self.admission.admit(planned, model, gateway, request_id, principal)
@@ -210,7 +211,7 @@ class CompletionService:
 
     # -- with a stream ------------------------------------------------------------
     async def _stream(self, planned: PlannedRequest, model: Any, gateway: ModelGateway,
-                      request_id: str, principal: Any, claim: Started | None) -> StreamAnswer:
+                      request_id: str, principal: Principal, claim: Started | None) -> StreamAnswer:
         admitted = await self.admission.admit(planned, model, gateway, request_id, principal)
         outputs = run_outputs(admitted.assembly, gateway, request_id, admitted.waits)
         try:

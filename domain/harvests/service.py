@@ -25,6 +25,7 @@ from ledger.work import harvests as rows
 from ledger.store.ids import uuid7
 from ledger.work.idempotency import Replay
 from ledger.work.tables import ENDED, Harvest, Work, WorkKind, WorkStatus
+from ledger.accounts.keys import Principal
 
 ROUTE = "POST /v1/harvest"
 NOT_FOUND = "None of your harvests has the job_id {job_id}."
@@ -80,7 +81,7 @@ class HarvestService:
             raise errors.HarvestUnsupported(UNSUPPORTED.format(name=request.model, ids=ids), "model")
         return fit_to_model(request, model)
 
-    async def submit(self, body: Any, principal: Any, idempotency_key: str | None) -> Answer:
+    async def submit(self, body: Any, principal: Principal, idempotency_key: str | None) -> Answer:
         # A 50 MiB body decodes for a while: off the event loop.
         plan = await asyncio.to_thread(self.prepare, body)
         await self.services.ledger.check_spend_stop()
@@ -97,12 +98,12 @@ class HarvestService:
             await self.services.idempotency.answered(claim.record_id, 202, payload)
         return Answer(payload, 202)
 
-    async def _again(self, replay: Replay, principal: Any) -> Answer:
+    async def _again(self, replay: Replay, principal: Principal) -> Answer:
         """The same key and request: the harvest it made, as it is now; nothing is queued again."""
         work, harvest = await self._find(uuid.UUID(json.loads(replay.body)["job_id"]), principal)
         return Answer(harvest_json(work, harvest, self.clock(), self.links))
 
-    async def _enqueue(self, plan: HarvestPlan, principal: Any, work_id: uuid.UUID) -> tuple[Work, Harvest]:
+    async def _enqueue(self, plan: HarvestPlan, principal: Principal, work_id: uuid.UUID) -> tuple[Work, Harvest]:
         now = self.clock()
         request = plan.request
         work = Work(id=work_id, kind=WorkKind.harvest, user_id=principal.user_id, key_id=principal.key_id,
@@ -127,14 +128,14 @@ class HarvestService:
 
     # -- GET and DELETE /v1/harvest/{job_id} ------------------------------------------------------------
 
-    async def _find(self, work_id: uuid.UUID, principal: Any) -> tuple[Work, Harvest]:
+    async def _find(self, work_id: uuid.UUID, principal: Principal) -> tuple[Work, Harvest]:
         async with self.services.sessions() as session:
             found = await rows.find(session, work_id, principal.user_id)
         if found is None:
             raise errors.HarvestJobNotFound(NOT_FOUND.format(job_id=work_id))
         return found
 
-    async def get(self, job_id: str, wait: str | None, principal: Any,
+    async def get(self, job_id: str, wait: str | None, principal: Principal,
                   disconnected: Callable[[], Awaitable[bool]] | None = None) -> Answer:
         work_id, wait_s = parse_job_id(job_id), parse_wait(wait)
         work, harvest = await self._find(work_id, principal)
@@ -148,7 +149,7 @@ class HarvestService:
         headers[PROGRESS_HEADER] = progress(work, harvest)
         return Answer(harvest_json(work, harvest, self.clock(), self.links), headers=headers)
 
-    async def _wait_for_change(self, work: Work, harvest: Harvest, principal: Any, wait_s: float,
+    async def _wait_for_change(self, work: Work, harvest: Harvest, principal: Principal, wait_s: float,
                                disconnected: Callable[[], Awaitable[bool]] | None) -> tuple[Work, Harvest]:
         """Read the harvest again every 250 ms until its status changes or `wait_s` passed."""
         first, deadline = work.status, time.monotonic() + wait_s
@@ -159,7 +160,7 @@ class HarvestService:
                 break
         return work, harvest
 
-    async def cancel(self, job_id: str, principal: Any) -> dict[str, Any]:
+    async def cancel(self, job_id: str, principal: Principal) -> dict[str, Any]:
         work_id = parse_job_id(job_id)
         async with self.services.ledger.write_sessions() as session:
             found = await rows.cancel(session, work_id, principal.user_id, self.clock())

@@ -28,6 +28,7 @@ from ledger.store.ids import uuid7
 from ledger.work.idempotency import Replay
 from ledger.tokens.tables import UsageSource
 from ledger.work.tables import Work, WorkKind, WorkStatus
+from ledger.accounts.keys import Principal
 
 ROUTE = "POST /v1/completion-jobs"
 # The spec's changelog: "Jobs and Looms keep 16" as the default max_tokens.
@@ -101,7 +102,7 @@ class JobService:
 
     # -- POST /v1/completion-jobs ------------------------------------------------------------------
 
-    async def submit(self, body: Any, principal: Any, idempotency_key: str | None) -> Answer:
+    async def submit(self, body: Any, principal: Principal, idempotency_key: str | None) -> Answer:
         completions = CompletionService(self.services)
         planned, model = await asyncio.to_thread(completions.prepare, job_body(body))
         if body.get("model") is None:
@@ -120,19 +121,19 @@ class JobService:
             await self.services.idempotency.answered(claim.record_id, 202, payload)
         return Answer(payload, 202, {"Location": status_url(work)})
 
-    async def _again(self, replay: Replay, principal: Any) -> Answer:
+    async def _again(self, replay: Replay, principal: Principal) -> Answer:
         """The same key and request: the Job they made, as it is now, and nothing runs again."""
         work_id = uuid.UUID(json.loads(replay.body)["id"])
         return Answer(job_json(await self._find(work_id, principal), utcnow()))
 
-    async def _check_smallest_request(self, planned: Any, model: Any, principal: Any) -> None:
+    async def _check_smallest_request(self, planned: Any, model: Any, principal: Principal) -> None:
         """Only that the tokens can hold the request with one generated token per choice;
         the Job takes its real Hold when it runs."""
         smallest = dataclasses.replace(hold_ask(planned, principal, model.id, "", job_policy(self.services.settings)),
                                        max_tokens=1)
         await self.services.ledger.check_fits(smallest)
 
-    async def _enqueue(self, body: dict, model_id: str, principal: Any) -> Work:
+    async def _enqueue(self, body: dict, model_id: str, principal: Principal) -> Work:
         work_id = uuid7()
         work = Work(id=work_id, kind=WorkKind.job, user_id=principal.user_id, key_id=principal.key_id,
                     model=str(body["model"]), model_id=model_id, request=json.dumps(body, separators=(",", ":")),
@@ -146,17 +147,17 @@ class JobService:
 
     # -- GET, result, cancel ------------------------------------------------------------------------------
 
-    async def _find(self, work_id: uuid.UUID, principal: Any) -> Work:
+    async def _find(self, work_id: uuid.UUID, principal: Principal) -> Work:
         async with self.services.sessions() as session:
             work = await queue.find(session, work_id, principal.user_id, WorkKind.job)
         if work is None:
             raise errors.JobNotFound(NOT_FOUND.format(job_id=work_id))
         return work
 
-    async def get(self, job_id: str, principal: Any) -> dict:
+    async def get(self, job_id: str, principal: Principal) -> dict:
         return job_json(await self._find(parse_job_id(job_id), principal), utcnow())
 
-    async def result(self, job_id: str, principal: Any) -> Answer:
+    async def result(self, job_id: str, principal: Principal) -> Answer:
         work, now = await self._find(parse_job_id(job_id), principal), utcnow()
         if work.status in (WorkStatus.queued, WorkStatus.running):
             return Answer(job_json(work, now), 202, {"Retry-After": "1"})
@@ -169,7 +170,7 @@ class JobService:
         # The status and the body that POST /v1/completions answered, byte for byte.
         return Answer(Rendered(work.result_body.encode()), work.result_status)
 
-    async def cancel(self, job_id: str, principal: Any) -> dict:
+    async def cancel(self, job_id: str, principal: Principal) -> dict:
         work_id = parse_job_id(job_id)
         async with self.services.ledger.write_sessions() as session:
             work = await queue.cancel(session, work_id, principal.user_id, WorkKind.job, utcnow(), self.kept_for)

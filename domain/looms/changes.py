@@ -19,6 +19,7 @@ from domain.services import Services
 from ledger.work import loom_changes
 from ledger.store.coltypes import utcnow
 from ledger.work.looms import normalize_newlines
+from ledger.accounts.keys import Principal
 
 
 def _fields(body: Any, known: tuple[str, ...], required: str) -> dict:
@@ -50,30 +51,30 @@ async def _write(services: Services, change: Any, *args: Any) -> dict:
         return loom_json(await change(session, *args, utcnow()))
 
 
-async def edit(services: Services, loom_id: str, node_id: str, body: Any, principal: Any) -> dict:
+async def edit(services: Services, loom_id: str, node_id: str, body: Any, principal: Principal) -> dict:
     loom, node = parse_id(loom_id, "loom"), parse_id(node_id, "node")
     new_text = parse_node_text(body)
     return await _write(services, loom_changes.edit, loom, principal.user_id, node, new_text)
 
 
-async def split(services: Services, loom_id: str, node_id: str, body: Any, principal: Any) -> dict:
+async def split(services: Services, loom_id: str, node_id: str, body: Any, principal: Principal) -> dict:
     loom, node = parse_id(loom_id, "loom"), parse_id(node_id, "node")
     offset, edited = parse_split(body)
     return await _write(services, loom_changes.split, loom, principal.user_id, node, offset, edited)
 
 
-async def sibling(services: Services, loom_id: str, node_id: str, body: Any, principal: Any) -> dict:
+async def sibling(services: Services, loom_id: str, node_id: str, body: Any, principal: Principal) -> dict:
     loom, node = parse_id(loom_id, "loom"), parse_id(node_id, "node")
     new_text = parse_node_text(body)
     return await _write(services, loom_changes.add_sibling, loom, principal.user_id, node, new_text)
 
 
-async def new_root(services: Services, loom_id: str, body: Any, principal: Any) -> dict:
+async def new_root(services: Services, loom_id: str, body: Any, principal: Principal) -> dict:
     loom = parse_id(loom_id, "loom")
     new_text = parse_node_text(body)
     return await _write(services, loom_changes.new_root, loom, principal.user_id, new_text)
 
 
-async def delete_node(services: Services, loom_id: str, node_id: str, principal: Any) -> dict:
+async def delete_node(services: Services, loom_id: str, node_id: str, principal: Principal) -> dict:
     loom, node = parse_id(loom_id, "loom"), parse_id(node_id, "node")
     return await _write(services, loom_changes.delete_node, loom, principal.user_id, node)

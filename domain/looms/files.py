@@ -40,6 +40,7 @@ from ledger.work import looms
 from ledger.store.coltypes import utcnow
 from ledger.work.looms import LoomTree
 from ledger.work.tables import GROWING, LoomNode, NodeStatus
+from ledger.accounts.keys import Principal
 
 VERSION = 2
 NODE_ORDER = "parents_first"  # each Node after its parent and before its next sibling
@@ -407,13 +408,13 @@ def _dumps(value: Any) -> str | None:
 # -- the routes --------------------------------------------------------------------------------------
 
 
-async def export(services: Services, loom_id: str, principal: Any) -> dict[str, Any]:
+async def export(services: Services, loom_id: str, principal: Principal) -> dict[str, Any]:
     loom = parse_id(loom_id, "loom")
     async with services.sessions() as session:
         return export_file(await looms.read(session, loom, principal.user_id))
 
 
-async def import_(services: Services, body: Any, principal: Any) -> dict[str, Any]:
+async def import_(services: Services, body: Any, principal: Principal) -> dict[str, Any]:
     title, nodes = import_file(body)
     async with services.ledger.write_sessions() as session:
         return loom_json(await loom_changes.insert_imported(session, principal.user_id, title, nodes, utcnow()))

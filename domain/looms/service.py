@@ -29,6 +29,7 @@ from ledger.work.idempotency import Replay
 from ledger.tokens.tables import UsageSource
 from ledger.work.tables import NodeStatus, WorkKind
 from ledger.tokens.holds import HoldAsk
+from ledger.accounts.keys import Principal
 
 
 def _object(body: Any) -> dict:
@@ -45,7 +46,7 @@ class LoomService:
 
     # -- Idempotency-Key on every route that writes ------------------------------------------------
 
-    async def once(self, principal: Any, key: str | None, route: str, body: Any,
+    async def once(self, principal: Principal, key: str | None, route: str, body: Any,
                    change: Callable[[], Awaitable[dict]],
                    again: Callable[[Replay], Awaitable[Answer]] | None = None) -> Answer:
         """Run `change` once for a key: a retry gets the first answer again (or `again`'s)."""
@@ -67,7 +68,7 @@ class LoomService:
 
     # -- the Loom -----------------------------------------------------------------------------------
 
-    async def create(self, body: Any, principal: Any, key: str | None) -> Answer:
+    async def create(self, body: Any, principal: Principal, key: str | None) -> Answer:
         body = _object(body)
         reject_unknown_fields(body, {"prompt"})
         if body.get("prompt") is None:
@@ -83,14 +84,14 @@ class LoomService:
 
         return await self.once(principal, key, "POST /v1/looms", body, make, as_it_is_now)
 
-    async def get(self, loom_id: str, principal: Any) -> dict:
+    async def get(self, loom_id: str, principal: Principal) -> dict:
         return loom_json(await self._read(looms.read, parse_id(loom_id, "loom"), principal.user_id))
 
-    async def list(self, principal: Any) -> dict:
+    async def list(self, principal: Principal) -> dict:
         rows = await self._read(looms.listing, principal.user_id)
         return {"object": "list", "data": [summary_json(loom, prompt) for loom, prompt in rows]}
 
-    async def change(self, loom_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+    async def change(self, loom_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         body = _object(body)
         reject_unknown_fields(body, {"title", "pinned"})
         title = None if body.get("title") is None else text(body["title"], "title")
@@ -103,7 +104,7 @@ class LoomService:
 
         return await self.once(principal, key, f"POST /v1/looms/{loom}", body, rename_or_pin)
 
-    async def delete(self, loom_id: str, principal: Any, key: str | None) -> Answer:
+    async def delete(self, loom_id: str, principal: Principal, key: str | None) -> Answer:
         loom = parse_id(loom_id, "loom")
 
         async def delete_it() -> dict:
@@ -111,7 +112,7 @@ class LoomService:
 
         return await self.once(principal, key, f"DELETE /v1/looms/{loom}", None, delete_it)
 
-    async def cancel(self, loom_id: str, principal: Any, key: str | None) -> Answer:
+    async def cancel(self, loom_id: str, principal: Principal, key: str | None) -> Answer:
         loom = parse_id(loom_id, "loom")
 
         async def stop() -> dict:
@@ -120,16 +121,16 @@ class LoomService:
 
         return await self.once(principal, key, f"POST /v1/looms/{loom}/cancel", None, stop)
 
-    async def export(self, loom_id: str, principal: Any) -> dict[str, Any]:
+    async def export(self, loom_id: str, principal: Principal) -> dict[str, Any]:
         return await files.export(self.services, loom_id, principal)
 
-    async def import_(self, body: Any, principal: Any, key: str | None) -> Answer:
+    async def import_(self, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, "POST /v1/looms/import", body,
                                lambda: files.import_(self.services, body, principal))
 
     # -- Branch --------------------------------------------------------------------------------------
 
-    async def branch(self, loom_id: str, node_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+    async def branch(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         loom, parent = parse_id(loom_id, "loom"), parse_id(node_id, "node")
         branch = parse_branch(body)
         model = self.services.resolve_model(branch.model)
@@ -164,7 +165,7 @@ class LoomService:
             return len(await asyncio.to_thread(self.services.tokenizers.get(model).encode, path_text))
         return len(planned.prompt_token_ids[0])
 
-    async def _check_one_node_fits(self, model: Any, prompt_tokens: int, principal: Any) -> None:
+    async def _check_one_node_fits(self, model: Any, prompt_tokens: int, principal: Principal) -> None:
         """Only that the tokens can hold one Node's smallest request: its path and one token."""
         smallest = HoldAsk(user_id=principal.user_id, key_id=principal.key_id, model=model.id,
                            prompt_tokens=prompt_tokens, choices=1, max_tokens=1, may_lower=False,
@@ -174,22 +175,22 @@ class LoomService:
     # -- the tree's edits (domain/looms/changes.py): the same Idempotency-Key rule around each ---------
     # Their routes name the ids as the path gives them.
 
-    async def new_root(self, loom_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+    async def new_root(self, loom_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/root", body,
                                lambda: changes.new_root(self.services, loom_id, body, principal))
 
-    async def edit(self, loom_id: str, node_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+    async def edit(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}", body,
                                lambda: changes.edit(self.services, loom_id, node_id, body, principal))
 
-    async def delete_node(self, loom_id: str, node_id: str, principal: Any, key: str | None) -> Answer:
+    async def delete_node(self, loom_id: str, node_id: str, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"DELETE /v1/looms/{loom_id}/nodes/{node_id}", None,
                                lambda: changes.delete_node(self.services, loom_id, node_id, principal))
 
-    async def split(self, loom_id: str, node_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+    async def split(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}/split", body,
                                lambda: changes.split(self.services, loom_id, node_id, body, principal))
 
-    async def sibling(self, loom_id: str, node_id: str, body: Any, principal: Any, key: str | None) -> Answer:
+    async def sibling(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}/sibling", body,
                                lambda: changes.sibling(self.services, loom_id, node_id, body, principal))

@@ -25,6 +25,7 @@ from domain.services import Services
 from ledger.work import looms
 from ledger.work.looms import LoomTree
 from ledger.work.tables import LoomNode
+from ledger.accounts.keys import Principal
 
 Read = Callable[[], Awaitable[LoomTree]]
 
@@ -39,7 +40,7 @@ class ReadFailed:
 Update = dict[str, Any] | ReadFailed  # a Node (openapi's Node), or the read that failed
 
 
-async def follow(services: Services, loom_id: str, principal: Any) -> AsyncGenerator[Update, None]:
+async def follow(services: Services, loom_id: str, principal: Principal) -> AsyncGenerator[Update, None]:
     """The updates of the User's Loom; LoomNotFound (404) before the first for another's or a deleted one."""
     loom = parse_id(loom_id, "loom")
 
