@@ -25,7 +25,7 @@ from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
 from api.models.router import router as models_router
 from api.security_headers import SecurityHeadersMiddleware
 from api.server_timing import ServerTimingMiddleware
-from api.webapp.router import router as webapp_router
+from api.webapp.router import webapp_router
 
 SPEC = Path(__file__).with_name("openapi.json")
 EXPOSED_HEADERS = [
@@ -43,7 +43,7 @@ def create_app() -> FastAPI:
     # The App's JSON routes: every one that changes something checks the CSRF token first.
     for router in (account_access_router, account_router):
         app.include_router(router, dependencies=[Depends(require_csrf)])
-    app.include_router(webapp_router)  # the App's pages and their static files
+    app.include_router(webapp_router())  # the App's pages and their static files
 
     @app.get("/openapi.json")
     async def openapi() -> JSONResponse:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ipaddress
-from functools import lru_cache
 from pathlib import Path
 from typing import Union
 from urllib.parse import urlsplit
@@ -207,6 +206,7 @@ class Settings(BaseSettings):
         return (self.database_url or "").strip() or default_database_url()
 
 
-@lru_cache
 def get_settings() -> Settings:
+    """The settings of this process's environment, read anew at each call: the entries and the
+    composition root (cluster/) read them once and hand them down; nothing keeps a copy aside."""
     return Settings()

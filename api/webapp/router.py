@@ -9,7 +9,7 @@ an inline script, so the script's hash stays the same under any prefix.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
@@ -37,36 +37,45 @@ CONTENT_TYPES = {
 # Files keep their names across releases, so the browser asks again (ETag) each load.
 STATIC_CACHE = "no-cache"
 
-router = APIRouter(include_in_schema=False)
+
+@dataclass(frozen=True)
+class Shell:
+    """The shell's text, read once, and the policy made from that very text: the policy's hashes
+    are those of the inline scripts that the pages serve."""
+
+    template: str
+    policy: str
+
+    @classmethod
+    def read(cls, path: Path = SHELL) -> Shell:
+        template = path.read_text(encoding="utf-8")
+        return cls(template, page_policy(template))
+
+    def render(self, root_path: str) -> str:
+        root = root_path.rstrip("/")
+        return (self.template
+                .replace("{{base_href}}", escape(root + "/", quote=True))
+                .replace("{{acs_root}}", escape(root, quote=True)))
 
 
-@lru_cache(maxsize=1)
-def _template() -> str:
-    return SHELL.read_text(encoding="utf-8")
+def webapp_router(shell: Shell | None = None) -> APIRouter:
+    """The App's pages over `shell` (read from static/ when not given), and its static files;
+    built once with the app (api/app.py)."""
+    shell = shell or Shell.read()
+    router = APIRouter(include_in_schema=False)
 
+    async def page(request: Request) -> HTMLResponse:
+        html = shell.render(request.scope.get("root_path", ""))
+        return HTMLResponse(html, headers={
+            "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": shell.policy,
+            "X-Frame-Options": "DENY",  # frame-ancestors 'none', for browsers that predate it
+        })
 
-# Read once at startup: the policy's hashes come from the very text the pages serve.
-PAGE_POLICY = page_policy(_template())
-
-
-def render_shell(root_path: str) -> str:
-    root = root_path.rstrip("/")
-    return (_template()
-            .replace("{{base_href}}", escape(root + "/", quote=True))
-            .replace("{{acs_root}}", escape(root, quote=True)))
-
-
-async def page(request: Request) -> HTMLResponse:
-    html = render_shell(request.scope.get("root_path", ""))
-    return HTMLResponse(html, headers={
-        "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
-        "Content-Security-Policy": PAGE_POLICY,
-        "X-Frame-Options": "DENY",  # frame-ancestors 'none', for browsers that predate it
-    })
-
-
-for _path in PAGES:
-    router.add_api_route(_path, page, methods=["GET", "HEAD"], response_class=HTMLResponse)
+    for path in PAGES:
+        router.add_api_route(path, page, methods=["GET", "HEAD"], response_class=HTMLResponse)
+    router.add_api_route("/app-static/{path:path}", app_static, methods=["GET", "HEAD"])
+    return router
 
 
 def static_file(path: str) -> Path | None:
@@ -79,7 +88,6 @@ def static_file(path: str) -> Path | None:
     return candidate
 
 
-@router.api_route("/app-static/{path:path}", methods=["GET", "HEAD"])
 async def app_static(path: str) -> FileResponse:
     found = static_file(path)
     if found is None:
