@@ -208,7 +208,8 @@ def build_tiny(out: Path, fields: dict = TINY_CONFIG) -> None:
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(**fields, dtype="float32", architectures=["LlamaForCausalLM"])
-    model = LlamaForCausalLM(config).to(torch.float32)
+    # transformers wraps Module.to with functools.wraps, which its types leave unbound (self unfilled).
+    model = LlamaForCausalLM(config).to(torch.float32)  # pyright: ignore[reportArgumentType]
     model.load_state_dict(seeded_state_dict(model), strict=True)
     model.save_pretrained(out, safe_serialization=True)
     # No sampling defaults: vLLM would apply them to requests that omit them.
@@ -300,7 +301,8 @@ def build_smollm2(out: Path) -> None:
                 "transformers_version", "_name_or_path", "_model_name_or_path"):
         fields.pop(key, None)
     config = LlamaConfig(**fields, dtype="float32", architectures=["LlamaForCausalLM"])
-    model = LlamaForCausalLM(config).to(torch.float32)
+    # transformers wraps Module.to with functools.wraps, which its types leave unbound (self unfilled).
+    model = LlamaForCausalLM(config).to(torch.float32)  # pyright: ignore[reportArgumentType]
     model.load_state_dict(loaded.state_dict(), strict=True)
     model.save_pretrained(out, safe_serialization=True)
     write_smollm2_generation_config(out, config)
@@ -341,7 +343,9 @@ def check_smollm2(out: Path) -> str:
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     inputs = tok("The capital of France is", return_tensors="pt")
     with torch.no_grad():
-        generated = model.generate(**inputs, max_new_tokens=12, do_sample=False)
+        # transformers types the Auto class's model as a protocol that its own generate() does not accept.
+        generated = model.generate(  # pyright: ignore[reportAttributeAccessIssue]
+            **inputs, max_new_tokens=12, do_sample=False)
     text = tok.decode(generated[0][inputs["input_ids"].shape[1]:], skip_special_tokens=True)
     if "Paris" not in text:
         raise RuntimeError(f"greedy continuation does not name Paris: {text!r}")
@@ -419,7 +423,7 @@ def build_one(key: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--only", choices=sorted(BUILDERS), help="build only this model")
     args = parser.parse_args(argv)
     for key in [args.only] if args.only else list(BUILDERS):

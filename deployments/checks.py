@@ -32,11 +32,17 @@ class ModelInfo(Protocol):
     model in the Layer message, as the spec's example does; else `id`.
     """
 
-    id: str
-    max_model_len: int
-    n_layers: int | None
-    hidden_size: int | None
-    vocab_size: int | None
+    # Read-only: the checks only read them, so a frozen ModelFacts is a ModelInfo too.
+    @property
+    def id(self) -> str: ...
+    @property
+    def max_model_len(self) -> int: ...
+    @property
+    def n_layers(self) -> int | None: ...
+    @property
+    def hidden_size(self) -> int | None: ...
+    @property
+    def vocab_size(self) -> int | None: ...
 
 
 @dataclass(frozen=True)

@@ -63,8 +63,9 @@ def report_weight_loading() -> None:
             write_stage(WEIGHTS_LOADED)
         return result
 
-    WorkerWrapperBase.load_model = load_model
-    WorkerWrapperBase._acs_reports_stages = True
+    # A patch of vLLM's class, which declares neither name (it forwards load_model by __getattr__).
+    setattr(WorkerWrapperBase, "load_model", load_model)
+    setattr(WorkerWrapperBase, "_acs_reports_stages", True)
 
 
 class StageWatcher:

@@ -8,16 +8,24 @@ direct handle), with the same checks and messages, as the spec says Inference do
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from deployments.checks import STEERING_PARAM, ModelFacts, check_layers, check_reach, check_shape
 from deployments.engine import EngineRefused, ForwardRequest, GenerateRequest
+
+if TYPE_CHECKING:  # vLLM loads only where an engine is built
+    from vllm.config import ModelConfig
 
 DIRECTIONS_WIDTH = "project_onto has directions of {count} numbers, but the model's hidden size is {hidden}."
 
 
-def engine_facts(model_config: object) -> ModelFacts:
+def engine_facts(model_config: ModelConfig) -> ModelFacts:
     """What the loaded model says of itself."""
     text = model_config.hf_text_config
-    return ModelFacts(id=model_config.served_model_name, served_model_name=model_config.served_model_name,
+    name = model_config.served_model_name
+    if not isinstance(name, str):  # vLLM makes it one str as it builds the config (get_served_model_name)
+        raise TypeError(f"vLLM's served_model_name is {name!r}, not one name")
+    return ModelFacts(id=name, served_model_name=name,
                       max_model_len=model_config.max_model_len, n_layers=text.num_hidden_layers,
                       hidden_size=text.hidden_size, vocab_size=text.vocab_size)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from deployments.engine import (
 from deployments.engine_stages import StageWatcher
 from deployments.lens_checks import check_forward_request, check_lens_request, engine_facts
 from deployments.vllm_runtime import prepare_environment, project_temp_files
+
+if TYPE_CHECKING:  # vLLM loads only where an engine is built
+    from vllm.v1.engine.async_llm import AsyncLLM
 
 
 def build_engine_args(weights: str, engine: dict[str, Any], cpu: bool) -> Any:
@@ -80,13 +83,17 @@ def steering_vector(steer: Steer) -> Any:
                           norm_match=steer.norm_match, position_indices=steer.positions)
 
 
-def _position(position: Any) -> PositionLogprobs | None:
-    if position is None:
-        return None
+def _position(position: Any) -> PositionLogprobs:
+    """One position's logprobs: each sampled token has them (vLLM's SampleLogprobs)."""
     return {
         int(token_id): TokenLogprob(float(lp.logprob), lp.rank, lp.decoded_token)
         for token_id, lp in position.items()
     }
+
+
+def _prompt_position(position: Any) -> PositionLogprobs | None:
+    """The prompt's first token has no logprobs (vLLM's PromptLogprobs): None."""
+    return None if position is None else _position(position)
 
 
 class Deltas:
@@ -109,7 +116,7 @@ def to_engine_output(out: Any, first: bool, deltas: Deltas | None = None) -> Eng
     choices = [deltas.choice(c) for c in out.outputs]
     prompt_logprobs = None
     if first and out.prompt_logprobs is not None:
-        prompt_logprobs = [_position(p) for p in out.prompt_logprobs]
+        prompt_logprobs = [_prompt_position(p) for p in out.prompt_logprobs]
     return EngineOutput(
         request_id=out.request_id, prompt_token_ids=list(out.prompt_token_ids or []),
         choices=choices, finished=bool(out.finished), prompt_logprobs=prompt_logprobs,
@@ -199,12 +206,19 @@ class VllmEngine(Engine):
         self._started_at = time.time()
         stages = StageWatcher(on_stage or (lambda stage: None))
         with project_temp_files() as self._temp_files, stages.watching():
-            self._llm = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
-        self._tokenizer = self._llm.get_tokenizer()
-        self._facts = engine_facts(self._llm.model_config)
+            llm = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
+        self._llm: AsyncLLM | None = llm  # None after shutdown
+        self._tokenizer = llm.get_tokenizer()
+        self._facts = engine_facts(llm.model_config)
 
     @property
     def llm(self) -> Any:
+        return self._llm
+
+    def _live(self) -> AsyncLLM:
+        """vLLM's engine, until shutdown."""
+        if self._llm is None:
+            raise EngineDead("the engine was shut down")
         return self._llm
 
     async def tokenize(self, text: str, add_special_tokens: bool = True) -> list[int]:
@@ -253,7 +267,7 @@ class VllmEngine(Engine):
             prompt["cache_salt"] = f"steered-{request.request_id}"
         try:
             # SamplingParams checks its values as it is built: its refusals are classified too.
-            stream = self._llm.generate(
+            stream = self._live().generate(
                 prompt,
                 to_sampling_params(request.sampling), request.request_id,
                 priority=request.sampling.priority,
@@ -266,17 +280,18 @@ class VllmEngine(Engine):
             raise classify_failure(error) from error
 
     async def abort(self, request_id: str) -> None:
-        await self._llm.abort(request_id)
+        await self._live().abort(request_id)
 
     def state(self) -> EngineState:
-        if self._llm.errored:
+        if self._live().errored:
             return EngineState(ready=False, stage=None)
         return EngineState(ready=True)
 
     async def check_health(self) -> None:
-        if self._llm.errored:
-            raise EngineDead(str(self._llm.dead_error))
-        await self._llm.check_health()
+        llm = self._live()
+        if llm.errored:
+            raise EngineDead(str(llm.dead_error))
+        await llm.check_health()
 
     def shutdown(self) -> None:
         # Drop the engine now: its __del__ shuts down again, and at interpreter

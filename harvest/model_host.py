@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 import ray
+from ray.exceptions import RayActorError, RayTaskError
 
 from deployments.engine import Engine, ForwardRequest, PromptRows
 
@@ -120,7 +121,7 @@ class ModelHost:
 
         spec = ModelSpec.model_validate(model)
         t0 = time.monotonic()
-        self.engine = build_engine(spec, factory)
+        self.engine: Engine | None = build_engine(spec, factory)  # None once closed
         identity = weights_identity(spec)
         engine_args = harvest_engine_args(spec) if factory is None else {"factory": repr(factory)}
         runtime = {**runtime_versions(), "engine": engine_args, "gpu_shape": spec.gpu_shape}
@@ -147,11 +148,12 @@ class ModelHost:
         return [np.asarray(ids[:max_tokens], dtype=np.int32).tobytes() for ids in encoded]
 
     async def forward(self, request: ForwardRequest) -> list[PromptRows]:
-        if self.closing:
+        engine = self.engine
+        if self.closing or engine is None:  # close() sets closing before it drops the engine
             raise HostClosing(f"the host of {self.info.model_id} is shutting down")
         self.busy += 1
         try:
-            return await self.engine.forward(request)
+            return await engine.forward(request)
         finally:
             self.busy -= 1
             self.last_used = time.monotonic()
@@ -189,25 +191,27 @@ def acquire_host(model: dict[str, Any], factory: Callable[[], Engine] | None = N
     0 when the host had the model before the call, else the seconds waited for it."""
     asked_at, t0 = time.time(), time.monotonic()
     for attempt in range(attempts):
-        handle = RemoteModelHost.options(
+        # An actor handle: Ray types its methods' remote() calls loosely, so the handle is Any.
+        handle: Any = RemoteModelHost.options(
             name=host_name(model["id"]), namespace=NAMESPACE, get_if_exists=True, lifetime="detached",
             max_restarts=0, max_concurrency=1000, **host_options(model),
         ).remote(model, factory, idle_s)
         try:
-            info = ray.get(handle.claim.remote())
-            break
-        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as error:
+            info: HostInfo = ray.get(handle.claim.remote())
+        except (RayActorError, RayTaskError) as error:
             # A host that exited between the lookup and the call: ask again. A load
             # that failed (its creation task raised) fails the harvest.
             if attempt == attempts - 1 or not _host_went_away(error):
                 raise
             time.sleep(1.0)
-    load_s = 0.0 if info.ready_at <= asked_at else time.monotonic() - t0
-    return handle, info, load_s
+            continue
+        load_s = 0.0 if info.ready_at <= asked_at else time.monotonic() - t0
+        return handle, info, load_s
+    raise ValueError(f"acquire_host needs at least 1 attempt, not {attempts}")
 
 
 def _host_went_away(error: Exception) -> bool:
-    if isinstance(error, ray.exceptions.RayActorError):
+    if isinstance(error, RayActorError):
         return not error.actor_init_failed
     return isinstance(getattr(error, "cause", None), HostClosing)
 
@@ -220,6 +224,6 @@ def release_host(model_id: str) -> bool:
         return False
     try:
         ray.get(handle.close.remote())
-    except ray.exceptions.RayActorError:
+    except RayActorError:
         pass
     return True

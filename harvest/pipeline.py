@@ -149,8 +149,11 @@ def build_dataset(task: PipelineTask) -> Any:
     items = [{"index": i, "text": text} for i, text in enumerate(task.prompts)]
     blocks = max(1, math.ceil(len(items) / s.batch_prompts))
     dataset = ray.data.from_items(items, override_num_blocks=blocks)
+    # Ray types `fn` as a one-argument function of any batch format; fn_args and batch_format="numpy"
+    # make this one right, which its stubs cannot say.
     dataset = dataset.map_batches(
-        tokenize_batch, fn_args=(task.host_name, task.host_namespace, task.add_special_tokens, task.max_prompt_tokens),
+        tokenize_batch,  # pyright: ignore[reportArgumentType]
+        fn_args=(task.host_name, task.host_namespace, task.add_special_tokens, task.max_prompt_tokens),
         batch_size=s.batch_prompts, batch_format="numpy", num_cpus=s.tokenizer_cpus,
     )
     return dataset.map_batches(

@@ -164,6 +164,13 @@ class HarvestRun:
     def status(self) -> RunStatus:
         return copy.deepcopy(self.current)
 
+    def _started(self) -> tuple[RunSpec, Stop]:
+        """The spec and the stop, which `start` sets before the thread and the timers that read them."""
+        spec, stop = self.spec, self.stop
+        if spec is None or stop is None:
+            raise RuntimeError("the harvest run has not started")
+        return spec, stop
+
     def cancel(self) -> None:
         """Stop the run (also while the model loads); the actor then exits."""
         if self.stop is not None:
@@ -180,7 +187,7 @@ class HarvestRun:
 
     # -- the run, in its thread ------------------------------------------------------------
     def _run(self) -> None:
-        spec, stop = self.spec, self.stop
+        spec, stop = self._started()
         storage = HarvestStorage(spec.storage_root)
         try:
             self._update(state="running")
@@ -245,10 +252,11 @@ class HarvestRun:
         self._end(RunStatus("failed", current.prompts_done, current.n_prompts, current.gpu_started_at, None, message))
 
     def _remove(self, storage: HarvestStorage) -> None:
+        job_id = self._started()[0].job_id
         try:
-            storage.delete(self.spec.job_id)
+            storage.delete(job_id)
         except Exception:  # noqa: BLE001
-            log.exception("harvest %s: could not remove its files", self.spec.job_id)
+            log.exception("harvest %s: could not remove its files", job_id)
 
     # -- status, from either thread --------------------------------------------------------
     def _update(self, **changes: Any) -> None:
@@ -268,15 +276,16 @@ class HarvestRun:
                 return False
             status.ended_at = self.ended_at = time.time()
             self.current = status
-        _timer(self.spec.keep_status_s, self.close)
+        _timer(self._started()[0].keep_status_s, self.close)
         return True
 
     def _deadline(self) -> None:
         """The thread may be stuck in a load or a call: the status fails on time anyway."""
-        self.stop.set("timeout")
+        spec, stop = self._started()
+        stop.set("timeout")
         current = self.current
         self._end(RunStatus("failed", current.prompts_done, current.n_prompts, current.gpu_started_at, None,
-                            timed_out_message(self.spec.time_limit_s)))
+                            timed_out_message(spec.time_limit_s)))
 
 
 RemoteHarvestRun = ray.remote(HarvestRun)

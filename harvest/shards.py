@@ -125,7 +125,7 @@ class ShardWriter:
         for name, array in ((f"prompt_{prompt.index}", prompt.values), (f"tokens_{prompt.index}", prompt.tokens)):
             array = np.ascontiguousarray(array)
             self.entries.append((name, ST_DTYPE[array.dtype], list(array.shape), array.nbytes))
-            self.spool.write(memoryview(array).cast("B"))
+            self.spool.write(array.data.cast("B"))
         self.prompt_indices.append(prompt.index)
 
     def upload(self, storage: HarvestStorage, job_id: str) -> int:
@@ -221,17 +221,19 @@ class HarvestWriter:
         if tuple(prompt.values.shape) != expected:
             raise ValueError(f"prompt {prompt.index} has rows {prompt.values.shape}, not {expected}")
         with self.totals.save:
-            if self.current is None:
-                self.current = ShardWriter(len(self.shards), self.spool_dir)
-            self.current.add(prompt)
+            shard = self.current
+            if shard is None:
+                shard = self.current = ShardWriter(len(self.shards), self.spool_dir)
+            shard.add(prompt)
             self.stats.add(prompt.as_float())
         self.totals.tokens += len(prompt.tokens)
         self.next_index += 1
-        if len(self.current.prompt_indices) == self.shard_size or self.next_index == self.n_prompts:
-            self._close_shard()
+        if len(shard.prompt_indices) == self.shard_size or self.next_index == self.n_prompts:
+            self._close_shard(shard)
 
-    def _close_shard(self) -> None:
-        shard, self.current = self.current, None
+    def _close_shard(self, shard: ShardWriter) -> None:
+        """Upload the current shard; the next prompt starts a new one."""
+        self.current = None
         with self.totals.upload:
             self.totals.bytes_written += shard.upload(self.storage, self.job_id)
         self.shards.append(shard.describe())

@@ -414,7 +414,7 @@ async def analytics_show(session: AsyncSession, args: argparse.Namespace, config
 
 # Parsing and running --------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m cluster.admin", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m cluster.admin", description=(__doc__ or "").split("\n")[0])
     parser.set_defaults(json=False)
     nouns = parser.add_subparsers(dest="noun", required=True)
     users_verbs = _verbs(nouns, "user", "users")
