@@ -253,7 +253,7 @@ class Stack:
         from api.app import create_app
         from domain.inference.clients import LocalEngineClient
         from domain.settings import Settings
-        from cluster.composition import build_runner, compose
+        from cluster.composition import services_with_runner
         from deployments.catalog import load_catalog
         from deployments.vllm_engine import VllmEngine
         from ledger.store.db import make_engine
@@ -267,11 +267,11 @@ class Stack:
         self.engine = VllmEngine(model.weights_path(), model.vllm_args(), cpu=True)
         self.client = TimedClient(LocalEngineClient(self.engine))
         self.db = make_engine(self.database_url)
-        self.services = compose(settings, catalog, {model.id: self.client}, self.db)
+        # The routes ring the Runner beside them when a Branch queues its Nodes.
+        self.services, self.runner = services_with_runner(settings, catalog, {model.id: self.client}, self.db)
         self.services.tokenizers.get(model)
         app = create_app()
         app.state.services = self.services
-        self.runner = build_runner(self.services)
         self.runner.start()
         self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",

@@ -1,52 +1,66 @@
 """The composition root: the one place that builds the services.
 
-The ingress replica (`ingress_services`), the Runner replica
-(`runner_for_replica`, and `operations_for_replica` beside it) and the tests
-(`compose`) all build through here, so each part is wired once. The
-background kinds are registered here too (`handlers`): the Runner imports no
-handler.
+The ingress replica (`ingress_replica`, or `colocated_replica` where it hosts the
+engines and the Runner too), the Runner's replica (`runner_replica`) and the tests
+(`compose`) all build through here, so each part is wired once. The background
+kinds are registered here too (`handlers`): the Runner imports no handler.
+
+Nothing is changed after it is built: what a part needs is handed to it when it
+is made. Where two parts would each need the other first (the routes' services
+tell the Runner beside them of new work; the Runner runs it with those services),
+a doorbell built before both joins them (`services_with_runner`).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
-from domain.mail import mailer_of
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from domain.budget import TokenLedger
 from domain.completions.admission import Admission
 from domain.harvests.long_polls import LongPolls
 from domain.idempotency import Idempotency
 from domain.inference.breaker import CircuitBreaker
 from domain.inference.clients import EngineClient, HandleEngineClient, LocalEngineClient
 from domain.inference.gateway import ModelGateway
+from domain.mail import mailer_of
 from domain.metrics.counts import Counts, counts_from_settings
 from domain.metrics.line import MeteredKeyLine
 from domain.metrics.scrape import LedgerReadings
-from domain.services import Services
+from domain.services import IngressReplica, Services, no_runner_here
 from domain.settings import Settings, get_settings
 from domain.tokenizers import TokenizerRegistry
-from domain.traffic.limits import traffic_from_settings
+from domain.traffic.limits import Traffic, TrafficSettings, traffic_from_settings
+from deployments.background.doorbell import Doorbell
 from deployments.background.kinds import WorkHandler
 from deployments.background.runner import Runner, RunnerTimes
 from deployments.catalog import Catalog, load_catalog
-from deployments.operations import DeploymentRef, Operations, build_operations, serve_replica_counter
+from deployments.operations import DeploymentRef, build_operations, serve_replica_counter
 from deployments.resident import Background, Colocated
+from deployments.runner_server import RunnerNudge
 from harvest.storage import HarvestStorage
+from ledger.accounts.mail import Mailer
 from ledger.store.coltypes import utcnow
 from ledger.store.db import make_engine, session_factory
+from ledger.work.tables import WorkKind
+
+if TYPE_CHECKING:
+    from ray.serve.handle import DeploymentHandle
 
 
-def build_ledger(settings: Settings, db_engine: Any) -> tuple[Any, Any]:
+def build_ledger(settings: Settings, db_engine: AsyncEngine) -> tuple[async_sessionmaker[AsyncSession], TokenLedger]:
     """Read sessions, and the ledger whose money transactions lock what they touch."""
-    from domain.budget import TokenLedger
-
     sessions = session_factory(db_engine)
     ledger = TokenLedger(sessions, write_sessions_of(db_engine), request_url=settings.budget_request_url,
                          default_allowance=settings.monthly_allowance, lease_s=settings.hold_lease_s)
     return sessions, ledger
 
 
-def write_sessions_of(db_engine: Any) -> Any:
+def write_sessions_of(db_engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     # On SQLite, IMMEDIATE takes the write lock at BEGIN: its SELECT ... FOR UPDATE.
     return session_factory(db_engine.execution_options(sqlite_begin="IMMEDIATE"))
 
@@ -62,18 +76,31 @@ def build_gateways(settings: Settings, clients: dict[str, EngineClient]) -> dict
     }
 
 
-def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClient], db_engine: Any, *,
+def build_traffic(settings: Settings, traffic_settings: TrafficSettings | None = None) -> Traffic:
+    """The traffic limits, in Redis where the settings name it, with each per-key line metered:
+    /metrics shows the lines' lengths (domain/metrics/line.py)."""
+    traffic = traffic_from_settings(settings.redis_url, traffic_settings)
+    return dataclasses.replace(traffic, key_line=MeteredKeyLine(traffic.key_line))
+
+
+def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClient], db_engine: AsyncEngine, *,
             tokenizers: TokenizerRegistry | None = None, counts: Counts | None = None,
-            clock: Callable[[], datetime] = utcnow, harvest_storage: HarvestStorage | None = None) -> Services:
+            clock: Callable[[], datetime] = utcnow, harvest_storage: HarvestStorage | None = None,
+            mailer: Mailer | None = None, traffic_settings: TrafficSettings | None = None,
+            wake_runner: Callable[[WorkKind], None] = no_runner_here) -> Services:
     """Every service of one process, over its engine clients and its ledger database.
+
+    `wake_runner` is told the kind of work that the routes queue: a Runner's handle in Serve
+    (`RunnerNudge`), the doorbell of a Runner beside the routes (`services_with_runner`); by
+    default no one, and the Runners' poll finds the work.
 
     `counts`, where given, is where this process's answers and tokens are counted instead of
     the settings' tally: tests give each in-process stack its own, so that no other stack's
-    counts land in a test's figures. Tests give their own `clock` too, and a `harvest_storage`
-    of their own instead of ACS_HARVEST_STORAGE's."""
+    counts land in a test's figures. Tests give their own `clock` too, a `harvest_storage`
+    of their own instead of ACS_HARVEST_STORAGE's, a `mailer` instead of the settings' and
+    other traffic limits (`traffic_settings`) than the spec's."""
     sessions, ledger = build_ledger(settings, db_engine)
-    traffic = traffic_from_settings(settings.redis_url)
-    traffic.key_line = MeteredKeyLine(traffic.key_line)  # /metrics shows the lines' lengths
+    traffic = build_traffic(settings, traffic_settings)
     # With Redis every process (each ingress replica, the Runner) adds its counts there, over the traffic's client.
     counts = counts or counts_from_settings(settings, traffic.redis_client)
     tokenizers = tokenizers or TokenizerRegistry()
@@ -86,10 +113,10 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
                     metrics_readings=LedgerReadings(sessions, settings.metrics_ledger_cache_s,
                                                     settings.health_timeout_s),
                     tokenizers=tokenizers, work_kinds=[handler_type.kind for handler_type in handler_types()],
-                    counts=counts, mailer=mailer_of(settings), clock=clock)
+                    counts=counts, mailer=mailer or mailer_of(settings), clock=clock, wake_runner=wake_runner)
 
 
-def handler_types() -> list[type]:
+def handler_types() -> list[type[WorkHandler]]:
     """The kinds of background work this platform runs: one handler class each."""
     from domain.harvests.handler import HarvestHandler
     from domain.jobs.handler import JobHandler
@@ -112,27 +139,45 @@ def runner_times(settings: Settings) -> RunnerTimes:
                        grace_s=settings.runner_grace_s, housekeeping_s=settings.runner_housekeeping_s)
 
 
-def build_runner(services: Services) -> Runner:
-    runner = Runner(services.ledger, handlers(services), list(services.catalog.models),
-                    runner_times(services.settings), mailer=services.mailer)
-    # Routes that queue work in this process (tests, with the Runner beside them) nudge it directly.
-    services.wake_runner = runner.wake
-    return runner
+def build_runner(services: Services, doorbell: Doorbell | None = None) -> Runner:
+    """A Runner of every kind over `services`; `doorbell` where routes beside it announce their work."""
+    return Runner(services.ledger, handlers(services), list(services.catalog.models),
+                  runner_times(services.settings), mailer=services.mailer, doorbell=doorbell)
+
+
+def services_with_runner(settings: Settings, catalog: Catalog, clients: dict[str, EngineClient],
+                         db_engine: AsyncEngine, *, tokenizers: TokenizerRegistry | None = None,
+                         counts: Counts | None = None) -> tuple[Services, Runner]:
+    """Services and a Runner beside them in one process (`tokenizers`, `counts`: as compose's).
+
+    The doorbell comes first: the services ring it when a route queues work, and the Runner,
+    built over those services, waits on it. So neither is changed once the other exists."""
+    doorbell = Doorbell()
+    services = compose(settings, catalog, clients, db_engine, tokenizers=tokenizers, counts=counts,
+                       wake_runner=doorbell.ring)
+    return services, build_runner(services, doorbell)
 
 
 # -- the Serve replicas: bound by reference (cluster/serve_app.py), called in the replica -----------
+# Each reads the settings of its replica's environment once, and hands them down.
 
-def ingress_services(model_handles: dict[str, Any], profile: str) -> Services:
+def ingress_replica(model_handles: dict[str, DeploymentHandle], profile: str,
+                    runner_handle: DeploymentHandle | None = None) -> IngressReplica:
+    """An ingress replica over the models' deployments; the routes nudge the Runner's replica
+    (through `runner_handle`) when they queue work."""
     settings = get_settings()
-    clients = {model_id: HandleEngineClient(handle, model_id) for model_id, handle in model_handles.items()}
-    services = compose(settings, load_catalog(profile, models_root=settings.models_dir), clients, make_engine(settings.ledger_url()))
+    catalog = load_catalog(profile, models_root=settings.models_dir)
+    services = compose(settings, catalog, handle_clients(model_handles), make_engine(settings.ledger_url()),
+                       wake_runner=RunnerNudge(runner_handle) if runner_handle is not None else no_runner_here)
     _load_tokenizers(services)
-    return services
+    return IngressReplica(services)
 
 
-def colocated_services(model_handles: dict[str, Any], profile: str) -> Services:
+def colocated_replica(model_handles: dict[str, DeploymentHandle], profile: str,
+                      runner_handle: DeploymentHandle | None = None) -> IngressReplica:
     """A colocated profile's ingress replica: the models' engines, the Runner and the operations
-    run in this process, over the same services as the routes (`model_handles` is empty)."""
+    run in this process, over the same services as the routes (`model_handles` is empty, and
+    there is no Runner's replica: `runner_handle` is None)."""
     from ray import serve
 
     from deployments.vllm_engine import VllmEngine
@@ -142,8 +187,8 @@ def colocated_services(model_handles: dict[str, Any], profile: str) -> Services:
     engines = {model_id: VllmEngine(spec.weights_path(), spec.vllm_args(), cpu=spec.on_cpu)
                for model_id, spec in catalog.models.items()}
     db_engine = make_engine(settings.ledger_url())
-    clients = {model_id: LocalEngineClient(engine) for model_id, engine in engines.items()}
-    services = compose(settings, catalog, clients, db_engine)
+    clients: dict[str, EngineClient] = {model_id: LocalEngineClient(engine) for model_id, engine in engines.items()}
+    services, runner = services_with_runner(settings, catalog, clients, db_engine)
     _load_tokenizers(services)
     # This replica holds the engines: Serve's count of its deployment is the models' count. No
     # warm window keeps a floor (no handles): the engines live as long as the replica.
@@ -151,20 +196,24 @@ def colocated_services(model_handles: dict[str, Any], profile: str) -> Services:
     replicas = {model_id: DeploymentRef(here.app_name, here.deployment) for model_id in catalog.models}
     operations = build_operations(write_sessions_of(db_engine), catalog, {}, pause_usd=settings.spend_pause_usd,
                                   sample_s=settings.spend_sample_s, count_replicas=serve_replica_counter(replicas))
-    services.resident = Colocated(list(engines.values()), Background(build_runner(services), operations))
-    return services
+    return IngressReplica(services, Colocated(list(engines.values()), Background(runner, operations)))
 
 
-def runner_for_replica(model_handles: dict[str, Any], profile: str) -> Runner:
-    return build_runner(ingress_services(model_handles, profile))
-
-
-def operations_for_replica(model_handles: dict[str, Any], profile: str) -> Operations:
-    """The spend sampler and the warm windows' floor, beside the Runner in its replica."""
+def runner_replica(model_handles: dict[str, DeploymentHandle], profile: str) -> Background:
+    """The Runner's replica: the Runner, and beside it the spend sampler and the warm windows'
+    floor, over one ledger engine. The ingress rings the Runner through `RunnerServer.wake`."""
     settings = get_settings()
     catalog = load_catalog(profile, models_root=settings.models_dir)
-    return build_operations(write_sessions_of(make_engine(settings.ledger_url())), catalog, model_handles,
-                            pause_usd=settings.spend_pause_usd, sample_s=settings.spend_sample_s)
+    db_engine = make_engine(settings.ledger_url())
+    services, runner = services_with_runner(settings, catalog, handle_clients(model_handles), db_engine)
+    _load_tokenizers(services)
+    operations = build_operations(write_sessions_of(db_engine), catalog, model_handles,
+                                  pause_usd=settings.spend_pause_usd, sample_s=settings.spend_sample_s)
+    return Background(runner, operations)
+
+
+def handle_clients(model_handles: dict[str, DeploymentHandle]) -> dict[str, EngineClient]:
+    return {model_id: HandleEngineClient(handle, model_id) for model_id, handle in model_handles.items()}
 
 
 def _load_tokenizers(services: Services) -> None:

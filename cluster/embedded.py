@@ -62,7 +62,7 @@ def own_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def serve_profile(profile: str, host: str, port: int, num_cpus: int) -> None:
+def serve_profile(profile: str, host: str, port: int, settings: Settings) -> None:
     from cluster.ray_env import direct_ingress_environment, free_port, prepare_ray_environment, start_local_ray
 
     # Before `ray` is imported: Ray reads the address that its processes listen on once, at import.
@@ -74,9 +74,9 @@ def serve_profile(profile: str, host: str, port: int, num_cpus: int) -> None:
     # One machine, one ingress replica: it answers on `port` itself. Serve still runs its proxy,
     # which direct ingress needs, on a port of its own that nobody is told about.
     direct_ingress_environment(port)
-    start_local_ray(num_cpus=num_cpus)
+    start_local_ray(num_cpus=settings.num_cpus)
     serve.start(http_options={"host": host, "port": free_port(host)})
-    serve.run(build_application(profile), name="acs", route_prefix="/", blocking=False)
+    serve.run(build_application(profile, settings), name="acs", route_prefix="/", blocking=False)
 
 
 def profile_on_cpu(profile: str, settings: Settings) -> bool:
@@ -106,7 +106,7 @@ def main() -> None:
     os.environ["ACS_PUBLIC_BASE_URL"] = (settings.public_base_url or "").strip() or own_url(args.host, args.port)
     prepare_environment(cpu=profile_on_cpu(args.profile, settings))
     key = asyncio.run(prepare_ledger(settings))
-    serve_profile(args.profile, args.host, args.port, settings.num_cpus)
+    serve_profile(args.profile, args.host, args.port, settings)
     base = f"http://{args.host}:{args.port}/v1"
     print(f"\nThe platform serves on {base}\n\n  export ACS_API_BASE={base}\n  export ACS_API_KEY={key}\n", flush=True)
     print(f"The App: http://{args.host}:{args.port}/apply, then `python -m cluster.admin application approve EMAIL`;"

@@ -6,10 +6,14 @@ for a colocated profile, the ingress alone, hosting them all.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray import serve
 from ray.serve import Application
+
+if TYPE_CHECKING:
+    from deployments.catalog import AutoscalingSpec, Catalog, ModelSpec
+    from domain.settings import Settings
 
 INGRESS_CPUS = 0.25
 RUNNER_CPUS = 0.1
@@ -21,14 +25,14 @@ INGRESS_MAX_ONGOING = 2000
 ENGINE_REPLICA_TIMES = {"health_check_period_s": 10, "health_check_timeout_s": 60, "graceful_shutdown_timeout_s": 30}
 
 
-def replica_count(scaling: Any) -> dict[str, Any]:
+def replica_count(scaling: AutoscalingSpec) -> dict[str, Any]:
     """Autoscaling when the catalog allows a range; a fixed count (no metrics to collect) otherwise."""
     if scaling.min_replicas == scaling.max_replicas:
         return {"num_replicas": scaling.min_replicas}
     return {"autoscaling_config": scaling.model_dump(exclude_none=True)}
 
 
-def model_deployment(spec: Any) -> Application:
+def model_deployment(spec: ModelSpec) -> Application:
     from deployments.boot import deployment_name
     from deployments.model_server import KEEP_WARM_PLACES, ModelServer
 
@@ -43,7 +47,7 @@ def model_deployment(spec: Any) -> Application:
 
 
 def runner_deployment(handles: dict[str, Application], profile: str) -> Application:
-    from cluster.composition import operations_for_replica, runner_for_replica
+    from cluster.composition import runner_replica
     from deployments.runner_server import RunnerServer
 
     # The Runner runs background work (Jobs) and the platform's operations (the
@@ -53,30 +57,31 @@ def runner_deployment(handles: dict[str, Application], profile: str) -> Applicat
         name="runner", num_replicas=1, ray_actor_options={"num_cpus": RUNNER_CPUS},
         # A planned stop gives running work its grace (ACS_RUNNER_GRACE_S), then queues it again.
         graceful_shutdown_timeout_s=30, health_check_period_s=10, health_check_timeout_s=30,
-    ).bind(handles, profile, runner_for_replica, operations_for_replica)
+    ).bind(handles, profile, runner_replica)
 
 
-def build_application(profile: str) -> Application:
+def build_application(profile: str, settings: Settings | None = None) -> Application:
+    """`settings`: the caller's, read once (cluster/embedded.py); else this process's environment's."""
     from domain.settings import get_settings
     from deployments.catalog import load_catalog
 
-    catalog = load_catalog(profile, models_root=get_settings().models_dir)
+    catalog = load_catalog(profile, models_root=(settings or get_settings()).models_dir)
     if catalog.colocate:
         return colocated_application(catalog, profile)
     from api.ingress import Ingress
-    from cluster.composition import ingress_services
+    from cluster.composition import ingress_replica
 
     handles = {model_id: model_deployment(spec) for model_id, spec in catalog.models.items()}
     return Ingress.options(
         name="ingress", ray_actor_options={"num_cpus": INGRESS_CPUS}, max_ongoing_requests=INGRESS_MAX_ONGOING,
-    ).bind(handles, profile, ingress_services, runner_deployment(handles, profile))
+    ).bind(handles, profile, ingress_replica, runner_deployment(handles, profile))
 
 
-def colocated_application(catalog: Any, profile: str) -> Application:
+def colocated_application(catalog: Catalog, profile: str) -> Application:
     """One deployment: the ingress's replica hosts the models' engines and the Runner
     (deployments/catalog.py, `colocate`), and so asks for their resources and their start's time."""
     from api.ingress import Ingress
-    from cluster.composition import colocated_services
+    from cluster.composition import colocated_replica
 
     models = [spec.ray_actor_options for spec in catalog.models.values()]
     resources = {"num_cpus": INGRESS_CPUS + RUNNER_CPUS + sum(options.num_cpus for options in models),
@@ -84,13 +89,14 @@ def colocated_application(catalog: Any, profile: str) -> Application:
     return Ingress.options(
         name="ingress", num_replicas=1, ray_actor_options=resources, max_ongoing_requests=INGRESS_MAX_ONGOING,
         **ENGINE_REPLICA_TIMES,
-    ).bind({}, profile, colocated_services)
+    ).bind({}, profile, colocated_replica)
 
 
 def build(args: dict[str, str]) -> Application:
     from domain.settings import get_settings
 
-    return build_application(args.get("profile", get_settings().profile))
+    settings = get_settings()
+    return build_application(args.get("profile", settings.profile), settings)
 
 
 def __getattr__(name: str) -> Any:

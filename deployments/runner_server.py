@@ -8,23 +8,28 @@ stop. It runs as one replica, as the platform's operations beside it must
 """
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from deployments.background.runner import Runner
-from deployments.operations import Operations
 from deployments.resident import Background
 from ledger.work.tables import WorkKind
 
+if TYPE_CHECKING:
+    from ray.serve.handle import DeploymentHandle
+
+log = logging.getLogger("acs.ingress")  # the nudge runs in the ingress's replica
+
 
 class RunnerServer:
-    async def __init__(self, model_handles: dict[str, Any], profile: str,
-                       build_runner: Callable[[dict[str, Any], str], Runner],
-                       build_operations: Callable[[dict[str, Any], str], Operations]) -> None:
-        # The composition root builds the Runner with its kinds; this replica only hosts it.
-        self.runner = build_runner(model_handles, profile)
-        # The spend sampler and the warm windows' floor: once per cluster, as this replica is.
-        self.background = Background(self.runner, build_operations(model_handles, profile))
+    async def __init__(self, model_handles: dict[str, DeploymentHandle], profile: str,
+                       build_background: Callable[[dict[str, DeploymentHandle], str], Background]) -> None:
+        # The composition root builds the Runner with its kinds, and beside it the spend sampler
+        # and the warm windows' floor (once per cluster, as this replica is); this replica only
+        # hosts them.
+        self.background = build_background(model_handles, profile)
+        self.runner: Runner = self.background.runner
         self.background.start()
 
     async def wake(self, kind: str) -> None:
@@ -40,3 +45,17 @@ class RunnerServer:
 
     async def __del__(self) -> None:
         await self.background.stop()
+
+
+class RunnerNudge:
+    """How the ingress tells the Runner's replica that work was queued (`RunnerServer.wake`): the
+    ingress's `Services.wake_runner`. It never waits for the call, and never fails the request."""
+
+    def __init__(self, runner: DeploymentHandle) -> None:
+        self.runner = runner
+
+    def __call__(self, kind: WorkKind) -> None:
+        try:
+            self.runner.wake.remote(kind.value)
+        except Exception:  # noqa: BLE001 - the Runner's poll finds the work anyway
+            log.warning("could not nudge the Runner", exc_info=True)

@@ -11,6 +11,7 @@ from deployments.vllm_runtime import prepare_environment  # noqa: E402
 prepare_environment(cpu=True)
 prepare_ray_environment()
 
+import dataclasses  # noqa: E402
 import tempfile  # noqa: E402
 import uuid  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -29,6 +30,7 @@ from domain.services import Services  # noqa: E402
 from cluster.composition import compose  # noqa: E402
 from domain.settings import Settings  # noqa: E402
 from domain.tokenizers import TokenizerRegistry  # noqa: E402
+from domain.traffic.limits import TrafficSettings  # noqa: E402
 from deployments.catalog import load_catalog  # noqa: E402
 from ledger.store.db import make_engine, session_factory  # noqa: E402
 from ledger.accounts.keys import create_api_key, create_user  # noqa: E402
@@ -76,9 +78,11 @@ class ApiStack:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}"}
 
-    def use_traffic(self, traffic: Any) -> None:
-        """Other traffic limits: the routes' rate buckets and admission's line."""
-        self.services.traffic = self.services.admission.traffic = traffic
+    def replace_services(self, **changes: Any) -> None:
+        """The rest of the test runs on a copy of the services with `changes` (they are frozen): for
+        a test that swaps a part once the stack is built. A part that other parts were built with
+        (the traffic, which admission holds too) is given to the stack's composition instead."""
+        self.services = self.app.state.services = dataclasses.replace(self.services, **changes)
 
 
 # Loading the Llama 3.1 tokenizer takes seconds: one registry for the session.
@@ -140,7 +144,8 @@ async def fake_stack(sqlite_sessions: Any, pg_sessions: Any, composed: dict[str,
     """The API over a FakeEngine, on the embedded default's SQLite ledger;
     `@pytest.mark.postgres` puts it on PostgreSQL, for what tests the ledger's
     locks and pool. `@pytest.mark.fake(delay_s=...)` and `@pytest.mark.settings(...)`
-    configure the engine and the API; the `composed` fixture, its composition."""
+    configure the engine and the API, `@pytest.mark.traffic(...)` its traffic limits (TrafficSettings'
+    fields); the `composed` fixture, its composition."""
     from tests.fakes import FakeEngine
 
     fake_marker = request.node.get_closest_marker("fake")
@@ -149,9 +154,15 @@ async def fake_stack(sqlite_sessions: Any, pg_sessions: Any, composed: dict[str,
     sessions = pg_sessions if on_postgres else sqlite_sessions
     engine = FakeEngine(**(fake_marker.kwargs if fake_marker else {}))
     settings = settings_marker.kwargs if settings_marker else {}
-    stack = await build_stack(engine, sessions, composed=composed, **settings)
+    stack = await build_stack(engine, sessions, composed={**composed, **traffic_of(request)}, **settings)
     yield stack
     await stack.http.aclose()
+
+
+def traffic_of(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Compose's keywords for the test's `@pytest.mark.traffic(...)`: its own limits, in this process."""
+    marker = request.node.get_closest_marker("traffic")
+    return {"traffic_settings": TrafficSettings(**marker.kwargs)} if marker else {}
 
 
 @pytest.fixture(scope="session")
@@ -166,9 +177,10 @@ def tiny_engine() -> Any:
 
 
 @pytest_asyncio.fixture
-async def real_stack(tiny_engine: Any, pg_sessions: Any) -> AsyncIterator[ApiStack]:
+async def real_stack(tiny_engine: Any, pg_sessions: Any, request: pytest.FixtureRequest) -> AsyncIterator[ApiStack]:
     # A real engine's first forward pass takes seconds on a CPU: lenient waits.
-    stack = await build_stack(tiny_engine, pg_sessions, long_wait_s=300.0, engine_timeout_s=300.0)
+    stack = await build_stack(tiny_engine, pg_sessions, composed=traffic_of(request), long_wait_s=300.0,
+                              engine_timeout_s=300.0)
     yield stack
     await stack.http.aclose()
 

@@ -56,9 +56,12 @@ class WorkHandler(Protocol):
         Raise WorkLost when `hold.attach` does; any other exception is the
         platform's own failure, and the row ends with `failed(work)`.
         """
+        ...
 
     def failed(self, work: Work) -> queue.Result:
         """The result of an attempt that the platform itself failed to run."""
+        ...
 
     def refused(self, unusable: queue.Unusable) -> queue.Result:
         """The result of queued work whose key was revoked or whose User was suspended."""
+        ...

@@ -27,9 +27,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
+from deployments.background.doorbell import Doorbell
 from deployments.background.kinds import AttemptHold, WorkHandler, WorkLost
+from deployments.background.protocols import Settlement
 from ledger.work import queue as queue
 from ledger.store.coltypes import utcnow
 from ledger.work.idempotency import purge_expired
@@ -56,12 +58,14 @@ class RunnerTimes:
 
 
 class Runner:
-    """`ledger` is the process's TokenLedger: its sessions, its owner (one
-    identity per process, for its work leases and its Holds), the Holds'
-    leases and the spend stop."""
+    """`ledger` is the process's TokenLedger, as a `Settlement`: its sessions, its owner (one
+    identity per process, for its work leases and its Holds), the Holds' leases and the spend stop.
+    `doorbell` is where the routes of this process announce queued work (doorbell.py); without
+    one, the Runner keeps its own, which only `wake` (its Serve replica's call) and its poll ring."""
 
-    def __init__(self, ledger: Any, handlers: list[WorkHandler], model_ids: list[str],
-                 times: RunnerTimes = RunnerTimes(), mailer: Mailer | None = None) -> None:
+    def __init__(self, ledger: Settlement, handlers: list[WorkHandler], model_ids: list[str],
+                 times: RunnerTimes = RunnerTimes(), mailer: Mailer | None = None,
+                 doorbell: Doorbell | None = None) -> None:
         self.ledger = ledger
         self.sessions = ledger.write_sessions
         self.owner = ledger.owner
@@ -73,7 +77,9 @@ class Runner:
         self.mailer = mailer  # the App's unsent mail goes out again at each housekeeping
         self.attempts: dict[uuid.UUID, asyncio.Task] = {}
         self._claim_loops: list[asyncio.Task] = []
-        self._wanted = {kind: asyncio.Event() for kind in self.handlers}  # the poll saw queued work
+        self.doorbell = doorbell or Doorbell()
+        # Set when work of the kind was announced or the poll saw it queued.
+        self._wanted = {kind: self.doorbell.event(kind) for kind in self.handlers}
         self._watch: list[asyncio.Task] = []
         self.stopping = False
 
@@ -108,9 +114,7 @@ class Runner:
 
     def wake(self, kind: WorkKind) -> None:
         """Work of `kind` was queued: claim it now, not at the next poll."""
-        event = self._wanted.get(kind)
-        if event is not None:
-            event.set()
+        self.doorbell.ring(kind)
 
     async def _poll_loop(self) -> None:
         while True:

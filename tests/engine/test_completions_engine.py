@@ -179,17 +179,16 @@ async def test_stream_through_the_sdk(real_stack: Any) -> None:
     assert "".join(c.choices[0].text for c in chunks if c.choices)
 
 
+# The per-key line would answer queue_full past 16 + 64: give this test room.
+@pytest.mark.traffic(max_waiting=256)
 @pytest.mark.parametrize("key_budget", [False, True])
 async def test_two_hundred_requests_never_spend_more_than_there_is(real_stack: Any, key_budget: bool) -> None:
     """The tokens hold about half of 200 concurrent requests: each runs (maybe lowered) or
     gets 429 budget_exceeded, and what they settle never passes what the User had."""
     import asyncio
 
-    from domain.traffic.limits import TrafficSettings, traffic_from_settings
     from tests.accounts import left, set_tokens
 
-    # The per-key line would answer queue_full past 16 + 64: give this test room.
-    real_stack.use_traffic(traffic_from_settings(None, TrafficSettings(max_waiting=256)))
     tokens = 100 * (4 + 4)
     await set_tokens(real_stack, allowance=0 if key_budget else tokens, budget=10**9 if key_budget else 0,
                      key_budget=tokens if key_budget else 0)

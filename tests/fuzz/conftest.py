@@ -193,17 +193,18 @@ class InferenceFakeEngine(FakeEngine):
 
 
 async def _stack() -> tuple[Any, Any]:
-    from domain.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
+    from domain.traffic.limits import BucketPolicy, TrafficSettings
     from deployments.catalog import load_catalog
     from ledger.store.db import make_engine, session_factory
     from tests.conftest import SHARED_TOKENIZERS, build_stack, fresh_postgres
 
     vocab_size = SHARED_TOKENIZERS.get(load_catalog("test").models["tiny-llama"]).vocab_size
     database = make_engine(await fresh_postgres("acs_fuzz"))
-    stack = await build_stack(InferenceFakeEngine(vocab_size=vocab_size), session_factory(database),
-                              monthly_allowance=ALLOWANCE)
     loose = BucketPolicy(10**9, 10**6)
-    stack.use_traffic(traffic_from_settings(None, TrafficSettings(key_work=loose, key_other=loose, address=loose)))
+    stack = await build_stack(InferenceFakeEngine(vocab_size=vocab_size), session_factory(database),
+                              composed={"traffic_settings": TrafficSettings(key_work=loose, key_other=loose,
+                                                                            address=loose)},
+                              monthly_allowance=ALLOWANCE)
     return stack, database
 
 

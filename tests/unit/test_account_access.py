@@ -57,17 +57,27 @@ class Outbox:
 
 
 @pytest.fixture
-def clock(fake_stack: Any) -> Clock:
-    clock = Clock()
-    fake_stack.services.clock = clock
-    return clock
+def clock() -> Clock:
+    return Clock()
 
 
 @pytest.fixture
-def outbox(fake_stack: Any) -> Outbox:
-    outbox = Outbox()
-    fake_stack.services.mailer = outbox
-    return outbox
+def outbox() -> Outbox:
+    return Outbox()
+
+
+def the_tests_own(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Compose's keywords for the parts that the test asks for: its `clock` is the stack's, so that
+    lifetimes move with it; its `outbox` is the stack's mailer. A test that asks for neither gets
+    the stack's own."""
+    keywords = {"clock": "clock", "outbox": "mailer"}
+    return {keyword: request.getfixturevalue(name) for name, keyword in keywords.items()
+            if name in request.fixturenames}
+
+
+@pytest.fixture
+def composed(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return the_tests_own(request)
 
 
 def unique_email(tag: str = "ada") -> str:

@@ -178,7 +178,7 @@ async def test_the_runners_housekeeping_sends_what_is_left(ledger_sessions, tmp_
 @pytest.mark.settings(public_base_url=BASE)
 async def test_a_reset_link_arrives_over_smtp_and_sets_the_password(fake_stack, smtp) -> None:
     inbox, url = smtp
-    fake_stack.services.mailer = SmtpMailer(url)
+    fake_stack.replace_services(mailer=SmtpMailer(url))
     address = unique_email()
     async with fake_stack.services.ledger.write_sessions() as session:
         session.add(User(name=address, email=address, password_hash=passwords.hash_password("old password 1")))
@@ -201,7 +201,7 @@ async def test_a_reset_link_arrives_over_smtp_and_sets_the_password(fake_stack, 
 
 @pytest.mark.postgres
 async def test_sign_in_and_a_set_link_on_postgresql(fake_stack, tmp_path: Path) -> None:
-    fake_stack.services.mailer = OutboxFolderMailer(tmp_path)
+    fake_stack.replace_services(mailer=OutboxFolderMailer(tmp_path))
     address = unique_email("pg")
     async with fake_stack.services.ledger.write_sessions() as session:
         session.add(User(name=address, email=address))
@@ -229,8 +229,8 @@ async def test_the_host_header_never_chooses_where_a_reset_link_points(fake_stac
     """Someone asks for a reset link to another User's address with their own Host: the mail still links
     to ACS_PUBLIC_BASE_URL (unset in development: the embedded default's address)."""
     inbox, url = smtp
-    fake_stack.services.mailer = SmtpMailer(url)
-    fake_stack.services.settings = fake_stack.services.settings.model_copy(update={"public_base_url": public_base_url})
+    fake_stack.replace_services(mailer=SmtpMailer(url), settings=fake_stack.services.settings.model_copy(
+        update={"public_base_url": public_base_url}))
     victim = unique_email("victim")
     async with fake_stack.services.ledger.write_sessions() as session:
         session.add(User(name=victim, email=victim, password_hash=passwords.hash_password("old password 1")))
@@ -287,7 +287,7 @@ async def every_value(sessions: Any) -> str:
 
 async def test_the_ledger_keeps_no_live_token_once_its_mail_is_sent(fake_stack, smtp) -> None:
     inbox, url = smtp
-    fake_stack.services.mailer = SmtpMailer(url)
+    fake_stack.replace_services(mailer=SmtpMailer(url))
     address = unique_email("reader")
     async with fake_stack.services.ledger.write_sessions() as session:
         session.add(User(name=address, email=address, password_hash=passwords.hash_password("old password 1")))

@@ -16,10 +16,10 @@ import pytest
 import uvicorn
 
 from domain.settings import Settings
-from domain.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
+from domain.traffic.limits import BucketPolicy
 from tests.account_fixtures import PASSWORD, browser_client, make_user, random_address
 from tests.spec import assert_error
-from tests.unit.test_account_access import FORM, Clock, error_of, unique_email
+from tests.unit.test_account_access import FORM, Clock, error_of, the_tests_own, unique_email
 
 SIGN_IN_WAIT = "Too many tries to sign in. Wait {n} seconds."
 WAIT = "Too many tries. Wait {n} seconds."
@@ -28,10 +28,13 @@ WRONG = "not the password"
 
 
 @pytest.fixture
-def clock(fake_stack: Any) -> Clock:
-    clock = Clock()
-    fake_stack.services.clock = clock
-    return clock
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def composed(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return the_tests_own(request)
 
 
 async def as_uvicorn_serves(stack: Any, peer: str) -> httpx.AsyncClient:
@@ -92,9 +95,9 @@ async def test_a_peer_that_is_not_a_trusted_proxy_cannot_forward(fake_stack, clo
     refused(await sign_in(browser, unique_email(), **{"X-Forwarded-For": random_address()}), SIGN_IN_WAIT, 60)
 
 
+@pytest.mark.traffic(address=BucketPolicy(2, 0.5))
 async def test_wrong_api_keys_count_the_same_address(fake_stack):
     """The /v1 limit of wrong keys per address (here 2) takes its address from the same function."""
-    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(address=BucketPolicy(2, 0.5))))
     browser = await as_uvicorn_serves(fake_stack, "::1")
     answers = [await browser.get("/v1/models", headers={"Authorization": "Bearer sk-acs-wrong",
                                                           "X-Forwarded-For": random_address()}) for _ in range(3)]
@@ -103,8 +106,8 @@ async def test_wrong_api_keys_count_the_same_address(fake_stack):
 
 
 @pytest.mark.settings(trusted_proxies=PROXY)
+@pytest.mark.traffic(address=BucketPolicy(2, 0.5))
 async def test_wrong_api_keys_behind_a_trusted_proxy_count_each_client(fake_stack):
-    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(address=BucketPolicy(2, 0.5))))
     through_proxy = await browser_client(fake_stack, PROXY)
     clients = [random_address(), random_address()]
     answers = [await through_proxy.get("/v1/models", headers={"Authorization": "Bearer sk-acs-wrong",

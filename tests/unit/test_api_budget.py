@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from domain.traffic.limits import BucketPolicy, TrafficSettings, traffic_from_settings
+from domain.traffic.limits import BucketPolicy
 from ledger.tokens.grants import standing
 from ledger.accounts.keys import (
     ACCOUNT_SUSPENDED, KEY_DISABLED, KEY_REVOKED, Principal, set_key_status, set_standing,
@@ -106,8 +106,8 @@ async def test_the_spend_stop_refuses_new_work(fake_stack: Any) -> None:
 
 
 @pytest.mark.fake(delay_s=0.2)
+@pytest.mark.traffic(max_running=1, max_waiting=1)
 async def test_the_keys_line_refuses_past_its_waiting_room(fake_stack: Any) -> None:
-    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(max_running=1, max_waiting=1)))
     first = [asyncio.create_task(complete(fake_stack, max_tokens=3)) for _ in range(2)]
     await asyncio.sleep(0.1)
     r = await complete(fake_stack, max_tokens=3)
@@ -115,8 +115,8 @@ async def test_the_keys_line_refuses_past_its_waiting_room(fake_stack: Any) -> N
     assert [t.status_code for t in await asyncio.gather(*first)] == [200, 200]
 
 
+@pytest.mark.traffic(key_work=BucketPolicy(2, 0.5))
 async def test_the_work_bucket_answers_rate_limited(fake_stack: Any) -> None:
-    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(key_work=BucketPolicy(2, 0.5))))
     for _ in range(2):
         assert (await complete(fake_stack, max_tokens=1)).status_code == 200
     r = await complete(fake_stack, max_tokens=1)
@@ -126,8 +126,8 @@ async def test_the_work_bucket_answers_rate_limited(fake_stack: Any) -> None:
     assert (await fake_stack.http.get("/v1/models", headers=fake_stack.auth())).status_code == 200
 
 
+@pytest.mark.traffic(address=BucketPolicy(2, 0.5))
 async def test_bad_keys_from_one_address_are_rate_limited(fake_stack: Any) -> None:
-    fake_stack.use_traffic(traffic_from_settings(None, TrafficSettings(address=BucketPolicy(2, 0.5))))
     bad = {"Authorization": "Bearer sk-acs-wrong"}
     for _ in range(2):
         assert_error(await fake_stack.http.get("/v1/models", headers=bad), 401, "invalid_api_key")
@@ -220,9 +220,8 @@ async def _leave_once_it_runs(stack: Any, **fields: Any) -> None:
 
 
 async def _change_key_while_it_waits(stack: Any, change: Any) -> Any:
-    """One request runs and holds the key's only place; a second waits in the line
-    while `change` is made to its key or User; the first finishes."""
-    stack.use_traffic(traffic_from_settings(None, TrafficSettings(max_running=1, max_waiting=4)))
+    """One request runs and holds the key's only place (the stack's traffic: max_running=1); a
+    second waits in the line while `change` is made to its key or User; the first finishes."""
     who, seen = await principal(stack), len(stack.engine.seen)
     running = asyncio.create_task(complete(stack, max_tokens=3))
     await until(lambda: asyncio.sleep(0, len(stack.engine.seen)), lambda count: count > seen)
@@ -237,6 +236,7 @@ async def _change_key_while_it_waits(stack: Any, change: Any) -> Any:
 
 
 @pytest.mark.fake(delay_s=0.2)
+@pytest.mark.traffic(max_running=1, max_waiting=4)
 @pytest.mark.parametrize("change, code, message", [
     (lambda s, who: set_key_status(s, who.key_id, KeyStatus.revoked), "key_revoked", KEY_REVOKED),
     (lambda s, who: set_key_status(s, who.key_id, KeyStatus.paused), "key_disabled", KEY_DISABLED),

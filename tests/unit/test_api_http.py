@@ -131,19 +131,19 @@ async def test_request_id_on_413(fake_stack):
     assert_error(response, 413, "request_too_large")
 
 
-async def _failing_app(stack, monkeypatch) -> httpx.AsyncClient:
+async def _failing_app(stack) -> httpx.AsyncClient:
     """A client that sees the API's last-resort 500 (the app raises inside)."""
     class Broken:
         def get(self, model):
             raise RuntimeError("a bug")
 
-    monkeypatch.setattr(stack.services, "tokenizers", Broken())
+    stack.replace_services(tokenizers=Broken())
     transport = httpx.ASGITransport(app=stack.app, raise_app_exceptions=False)
     return httpx.AsyncClient(transport=transport, base_url="http://api.test")
 
 
-async def test_request_id_on_500(fake_stack, monkeypatch):
-    async with await _failing_app(fake_stack, monkeypatch) as client:
+async def test_request_id_on_500(fake_stack):
+    async with await _failing_app(fake_stack) as client:
         response = await client.post("/v1/completions", json=SKY, headers=with_id(fake_stack, "crash-1"))
     error = assert_error(response, 500, "internal_error", type="internal_error",
                          headers={"x-should-retry": "false"})
@@ -173,8 +173,8 @@ async def test_cors_exposes_the_spec_headers(fake_stack):
         assert name.lower() in exposed, (name, exposed)
 
 
-async def test_cors_on_a_500(fake_stack, monkeypatch):
-    async with await _failing_app(fake_stack, monkeypatch) as client:
+async def test_cors_on_a_500(fake_stack):
+    async with await _failing_app(fake_stack) as client:
         response = await client.post("/v1/completions", json=SKY, headers={**fake_stack.auth(), **ORIGIN})
     assert response.status_code == 500
     assert response.headers.get("access-control-allow-origin") == "*"

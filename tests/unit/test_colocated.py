@@ -14,6 +14,7 @@ import pytest
 from deployments.catalog import CatalogError, load_catalog
 from deployments.engine import EngineDead
 from deployments.resident import Background, Colocated, NoResident
+from domain.services import IngressReplica
 from tests.fakes import FakeEngine
 
 
@@ -35,12 +36,12 @@ def bound(app: Any) -> Any:
 
 
 def test_a_colocated_application_is_the_ingress_alone_with_the_engines_resources() -> None:
-    from cluster.composition import colocated_services
+    from cluster.composition import colocated_replica
     from cluster.serve_app import ENGINE_REPLICA_TIMES, INGRESS_CPUS, RUNNER_CPUS, build_application
 
     deployment = bound(build_application("embedded"))
-    handles, profile, build_services = deployment.init_args
-    assert (deployment.name, handles, profile, build_services) == ("ingress", {}, "embedded", colocated_services)
+    handles, profile, build_replica = deployment.init_args
+    assert (deployment.name, handles, profile, build_replica) == ("ingress", {}, "embedded", colocated_replica)
     model = load_catalog("embedded").default.ray_actor_options
     assert deployment.ray_actor_options["num_cpus"] == pytest.approx(INGRESS_CPUS + RUNNER_CPUS + model.num_cpus)
     assert deployment.ray_actor_options["num_gpus"] == model.num_gpus
@@ -50,11 +51,11 @@ def test_a_colocated_application_is_the_ingress_alone_with_the_engines_resources
 
 
 def test_a_profile_that_does_not_colocate_keeps_a_deployment_per_model_and_the_runner() -> None:
-    from cluster.composition import ingress_services
+    from cluster.composition import ingress_replica
     from cluster.serve_app import build_application
 
-    handles, profile, build_services, runner = bound(build_application("test")).init_args
-    assert (list(handles), profile, build_services) == (["tiny-llama"], "test", ingress_services)
+    handles, profile, build_replica, runner = bound(build_application("test")).init_args
+    assert (list(handles), profile, build_replica) == (["tiny-llama"], "test", ingress_replica)
     assert bound(handles["tiny-llama"]).name == "model-tiny-llama"
     assert bound(runner).name == "runner"
 
@@ -116,18 +117,17 @@ async def test_the_ingress_replica_starts_checks_and_stops_what_it_hosts() -> No
 
     original = Ingress.func_or_class.__mro__[1]  # the class under Serve's ASGI wrapper
     resident = RecordingBackground()
-    services = SimpleNamespace(ledger=SimpleNamespace(leases=SimpleNamespace(start=lambda: None)), resident=resident)
+    services = SimpleNamespace(ledger=SimpleNamespace(leases=SimpleNamespace(start=lambda: None)))
     ingress = original.__new__(original)
-    await original.__init__(ingress, {}, "embedded", lambda handles, profile: services)
+    await original.__init__(ingress, {}, "embedded",
+                            lambda handles, profile, runner: IngressReplica(services, resident))  # type: ignore[arg-type]
     await ingress.check_health()
     await ingress.__del__()
     assert resident.calls == ["start", "check_health", "stop"]
 
 
 async def test_a_replica_that_hosts_nothing_has_nothing_to_start_check_or_stop() -> None:
-    from domain.services import Services
-
-    resident = Services.__dataclass_fields__["resident"].default_factory()
+    resident = IngressReplica.__dataclass_fields__["resident"].default_factory()
     assert isinstance(resident, NoResident)
     resident.start()
     await asyncio.wait_for(resident.check_health(), 1)

@@ -333,8 +333,7 @@ def composed(storage: RecordingStorage) -> dict[str, Any]:
 
 
 @pytest.fixture
-def harvest_files(fake_stack: Any, storage: RecordingStorage, tmp_path: Path,
-                  monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def harvest_files(fake_stack: Any, storage: RecordingStorage, tmp_path: Path) -> dict[str, Any]:
     """A done harvest's files in the stack's storage, in a folder of this test, and a secret file beside it."""
     job_id = str(uuid.uuid4())
     storage.write(job_id, "manifest.json", MANIFEST)
@@ -342,7 +341,8 @@ def harvest_files(fake_stack: Any, storage: RecordingStorage, tmp_path: Path,
     storage.write(job_id, "shard_00000.safetensors", SHARD)
     storage.reached.clear()  # only the route's reads count
     (tmp_path / "secret.txt").write_text("outside the harvests folder")
-    monkeypatch.setattr(fake_stack.services.settings, "harvest_link_secret", SecretStr("the route's secret"))
+    fake_stack.replace_services(settings=fake_stack.services.settings.model_copy(
+        update={"harvest_link_secret": SecretStr("the route's secret")}))
     return {"job_id": job_id, "root": tmp_path / "harvests", "reached": storage.reached,
             "secret": b"the route's secret"}
 
@@ -476,7 +476,7 @@ async def test_a_link_signed_with_the_old_public_secret_is_refused(fake_stack: A
     """The stack as an install that sets no secret starts it: with its own, not the public one."""
     monkeypatch.delenv("ACS_HARVEST_LINK_SECRET", raising=False)
     own = Settings(harvest_link_secret_file=tmp_path / "var" / "harvest-link-secret").harvest_link_secret
-    monkeypatch.setattr(fake_stack.services.settings, "harvest_link_secret", own)
+    fake_stack.replace_services(settings=fake_stack.services.settings.model_copy(update={"harvest_link_secret": own}))
     expires = int(time.time()) + 600
     public = signed_url("http://api.test", DEV_HARVEST_LINK_SECRET.encode(), harvest_files["job_id"], "manifest.json",
                         expires)

@@ -161,7 +161,7 @@ def composed(clock: Clock) -> dict[str, Any]:
 @pytest_asyncio.fixture
 async def h(fake_stack: Any, clock: Clock) -> AsyncIterator[Harvests]:
     await _no_work(fake_stack)
-    fake_stack.services.catalog = harvest_catalog(fake_stack.services.catalog)
+    fake_stack.replace_services(catalog=harvest_catalog(fake_stack.services.catalog))
     yield Harvests(fake_stack, clock)
     # Leave no harvest rows: other modules' fixtures empty the work table alone.
     await _no_work(fake_stack)

@@ -109,7 +109,7 @@ async def who_holds(stack: Any, key: str) -> Principal:
 # -- submit, read, result ------------------------------------------------------------------------------
 
 
-async def test_a_nudge_starts_a_job_at_once_where_the_poll_would_wait(jobs: Jobs, monkeypatch: Any) -> None:
+async def test_a_nudge_starts_a_job_at_once_where_the_poll_would_wait(jobs: Jobs) -> None:
     """The Runner's poll is only the fallback: the route that queued the work wakes the Runner."""
     runner = jobs.runner(runner_poll_s=3600)
     await asyncio.sleep(0.3)  # its first poll, of an empty queue, is over: the next is an hour away
@@ -117,7 +117,7 @@ async def test_a_nudge_starts_a_job_at_once_where_the_poll_would_wait(jobs: Jobs
     await asyncio.sleep(0.5)
     assert (await jobs.get(unannounced["id"])).json()["status"] == "queued"
 
-    monkeypatch.setattr(jobs.stack.services, "wake_runner", runner.wake)
+    jobs.stack.replace_services(wake_runner=runner.wake)  # the routes now ring that Runner
     announced = (await jobs.submit()).json()
     await jobs.wait(announced["id"], "succeeded", timeout_s=5)
     # The claim takes the oldest first, and each attempt's end wakes it again: both ran.

@@ -226,7 +226,8 @@ def counted_samples(scrape: Scrape) -> list[tuple[str, dict[str, str], float]]:
 async def test_two_ingress_replicas_answer_one_set_of_cluster_totals(redis_stacks: StartStacks,
                                                                      fake_stack: Any) -> None:
     a, b = await redis_stacks(2)
-    a.services.replica, b.services.replica = "ingress-a", "ingress-b"
+    a.replace_services(replica="ingress-a")
+    b.replace_services(replica="ingress-b")
     usages = [await complete(a, SKY), await stream_usage(a, SKY), await complete(b, SKY)]
     assert (await b.http.get("/v1/no-such-route", headers=b.auth())).status_code == 404
     # What each replica's flusher does within ACS_METRICS_FLUSH_S (the one scraped also flushes itself).

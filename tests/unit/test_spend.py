@@ -16,6 +16,7 @@ from ray.serve.schema import ReplicaDetails
 from cluster.composition import build_runner, compose
 from deployments.catalog import load_catalog
 from deployments.operations import SpendSampler, build_operations, holding_gpus, prices_of, serve_replica_counter
+from deployments.resident import Background
 from deployments.runner_server import RunnerServer
 from ledger.tokens import spend
 from ledger.tokens.tables import StopChangeKind
@@ -234,8 +235,7 @@ async def test_the_runner_replica_runs_the_sampler_and_it_pauses_by_itself(fake_
     operations = build_operations(sessions, GPU, handles, pause_usd=1e-6, sample_s=0.02,
                                   count_replicas=FakeReplicas({"llama-405b": 1}), clock=Clock(START))
     server = RunnerServer.__new__(RunnerServer)
-    await server.__init__(handles, "test", lambda _handles, _profile: build_runner(services),
-                          lambda _handles, _profile: operations)
+    await server.__init__(handles, "test", lambda _handles, _profile: Background(build_runner(services), operations))
     try:
         for _ in range(250):
             if (await stop_now(sessions)).locked:
