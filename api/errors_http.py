@@ -1,4 +1,9 @@
-"""Every error answers with the spec's error object: mapped here, once."""
+"""Every error answers with the spec's error object: rendered here, once.
+
+An ApiError answers as it is; any other exception is mapped by `domain.error_mapping.as_api_error`
+(the refusals of the layers below: the ledger's, the engine's, a harvest link's...), else it is the
+API's 500. No route or use case maps a refusal itself.
+"""
 from __future__ import annotations
 
 import logging
@@ -16,20 +21,30 @@ log = logging.getLogger("acs.api")
 NOT_FOUND = "No route has the path {path}."
 NOT_ALLOWED = "The route {path} does not take {method}."
 INTERNAL = "The API failed while it handled the request."
+# The App's account routes: there the reader is a key's owner, who gets the spec's words.
+ACCOUNT_ROUTES = "/account/"
 
 
 def request_id_of(request: Request) -> str | None:
     return request.scope.get("state", {}).get("request_id")
 
 
+def owner_reads(request: Request) -> bool:
+    """Whether the route that took the request is one of the App's account routes (as the router
+    declared it: the scope's `route`), whose reader is a key's owner."""
+    return getattr(request.scope.get("route"), "path", "").startswith(ACCOUNT_ROUTES)
+
+
 def unexpected_response(request: Request, error: BaseException) -> JSONResponse:
     """The answer to an exception that is not an ApiError: its mapping, or the 500."""
-    mapped = as_api_error(error)
+    mapped = as_api_error(error, owner=owner_reads(request))
     if mapped is None:
         log.exception("request %s failed", request_id_of(request), exc_info=error)
         mapped = errors.InternalError(INTERNAL)
     else:
-        log.warning("request %s: %s: %s", request_id_of(request), mapped.code, error)
+        # A refusal is the client's to fix; a mapped 5xx (the database's pool) is the API's to watch.
+        level = logging.WARNING if mapped.status >= 500 else logging.INFO
+        log.log(level, "request %s: %s: %s", request_id_of(request), mapped.code, error)
     return error_response(request, mapped)
 
 

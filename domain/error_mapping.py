@@ -1,35 +1,49 @@
 """The one place where errors of the layers below become the API's errors.
 
-The engine's checks raise `EngineRefused`, the ledger's key check raises
-`KeyRefused`, the Looms' checks `LoomNotFound` and `LoomConflict`, and SQLAlchemy raises its pool timeout; none knows HTTP.
-The admin routes map the refusals of the admin's operations (`ledger_refusals`).
-`as_api_error` answers each with the spec's error (None: an unexpected
-failure, the API's 500).
+The layers below the domain know no HTTP and no ApiError. The ledger refuses with a `LedgerError`
+(ledger/errors.py: an admin's operation, a request's key, the App's access, keys and token requests,
+a Loom's change); the engine and its checks with `EngineRefused`, and fail with `EngineOutOfMemory`
+or `EngineDead`; the tensor codec with `TensorError`; a harvest's link with `LinkRefused` and its
+storage with `StorageRefused`; SQLAlchemy with its pool's timeout. `ANSWERS` says which error of the
+spec answers each class. `as_api_error` looks an error up by its own class, then by each class that
+it inherits from, so a new subclass answers as its family does; tests/unit/test_error_mapping.py
+asks every class for an answer of its own, and checks each through a route.
+
+The one registered handler (api/errors_http.py) calls `as_api_error` for every exception that is not
+an ApiError already: a use case or a route lets a refusal rise and never maps it itself. A refusal
+carries what its answer needs: a `LedgerError` names the request's field in its `param`, set where it
+is raised, so the answer is the same whoever called.
+
+Only the reader changes an answer. The App's account routes speak to a key's owner, in the spec's
+words ("Manage your keys": 409 key_name_taken, too_many_keys, key_revoked); an admin's routes answer
+the same refusals of the ledger with its own words, as 400s. `OWNER_ANSWERS` holds those three.
+
+Code that owes its caller an ApiError where no handler runs (the gateway's outputs, a Completion's
+planning, which background work repeats when it runs, a Loom stream's late failure) asks here too.
 """
 from __future__ import annotations
 
-import contextlib
 import re
-from typing import Iterator
+from typing import Any, Callable
 
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from domain import errors
-from deployments.engine import EngineRefused
-from ledger import errors as ledger_errors
+from deployments.checks import STEERING_PARAM
+from deployments.engine import EngineDead, EngineOutOfMemory, EngineRefused
+from deployments.tensor_codec import TensorError
+from harvest.links import LinkRefused
+from harvest.storage import StorageRefused
+from ledger import errors as ledger
+
+Answer = Callable[[Any], errors.ApiError]
 
 CONTEXT_LENGTH = re.compile(r"maximum context length|context length", re.I)
-
-KEY_REFUSALS: dict[type[ledger_errors.KeyRefused], type[errors.AuthError]] = {
-    ledger_errors.NoKeyGiven: errors.MissingAuthorization,
-    ledger_errors.UnknownKey: errors.InvalidApiKey,
-    ledger_errors.RevokedKey: errors.KeyRevoked,
-    ledger_errors.PausedKey: errors.KeyDisabled,
-    ledger_errors.SuspendedAccount: errors.AccountSuspended,
-}
+# A warm window's refusal names the ledger's value; the admin route's body calls it so.
+WINDOW_FIELDS = {"start_minute": "from", "end_minute": "to"}
 
 
-def refusal_error(refusal: EngineRefused) -> errors.ApiError:
+def engine_refusal(refusal: EngineRefused) -> errors.ApiError:
     """A refusal of the request's values: the API's check, Inference's 400, or Inference's
     failure that blames the request (vllm_invalid_request)."""
     too_long = refusal.code == "context_length_exceeded" or CONTEXT_LENGTH.search(refusal.message)
@@ -41,114 +55,111 @@ def refusal_error(refusal: EngineRefused) -> errors.ApiError:
     return errors.InvalidRequest(refusal.message, refusal.param)
 
 
-def key_refusal_error(refusal: ledger_errors.KeyRefused) -> errors.AuthError:
-    return KEY_REFUSALS[type(refusal)](refusal.message)
+def link_refusal(refusal: LinkRefused) -> errors.ApiError:
+    """A harvest file's link: 403, expired (read the harvest again) or not valid."""
+    if refusal.reason == "expired":
+        return errors.HarvestLinkExpired(refusal.message)
+    return errors.HarvestLinkInvalid(refusal.message)
 
 
-def as_api_error(error: BaseException) -> errors.ApiError | None:
-    if isinstance(error, errors.ApiError):
-        return error
-    if isinstance(error, EngineRefused):
-        return refusal_error(error)
-    if isinstance(error, ledger_errors.KeyRefused):
-        return key_refusal_error(error)
-    if isinstance(error, ledger_errors.LoomNotFound):
-        return errors.NotFound(error.message)
-    if isinstance(error, ledger_errors.LoomConflict):
-        return errors.LoomConflict(error.message)
-    if isinstance(error, PoolTimeout):
-        # SQLAlchemy's "QueuePool limit ... reached": no connection, so nothing ran.
-        return errors.DbPoolExhausted(errors.DB_POOL_EXHAUSTED_MESSAGE)
-    return None
+def refused_value(refusal: ledger.LedgerError) -> errors.ApiError:
+    """A value or a change that the ledger refused: 400 with its message, naming its field."""
+    return errors.InvalidRequest(str(refusal), refusal.param)
 
 
-@contextlib.contextmanager
-def as_api_errors() -> Iterator[None]:
-    """Around the API's calls of the checks below it: their refusals raise as 400s."""
-    try:
-        yield
-    except EngineRefused as refusal:
-        raise refusal_error(refusal) from None
+def not_there(refusal: ledger.LedgerError) -> errors.ApiError:
+    return errors.NotFound(str(refusal))
 
 
-# A warm window's refusal names the ledger's value; the admin route's body calls it so.
-WINDOW_FIELDS = {"start_minute": "from", "end_minute": "to"}
+def window_refusal(refusal: ledger.WarmWindowRefused) -> errors.ApiError:
+    return errors.InvalidRequest(refusal.message, WINDOW_FIELDS.get(refusal.field, refusal.field))
 
 
-def ledger_refusal_error(refusal: ledger_errors.LedgerError, param: str | None = None) -> errors.ApiError:
-    """An admin operation that the ledger refused: 404 for what is not there, else 400 with its message."""
-    message = str(refusal)
-    if isinstance(refusal, ledger_errors.UnknownModel):
-        return errors.ModelNotFound(message, "model")
-    if isinstance(refusal, ledger_errors.NotFound):
-        return errors.NotFound(message)
-    if isinstance(refusal, ledger_errors.WarmWindowRefused):
-        return errors.InvalidRequest(message, WINDOW_FIELDS.get(refusal.field, refusal.field))
-    return errors.InvalidRequest(message, param)
+def answered_by(kind: type[errors.ApiError]) -> Answer:
+    """The answer of class `kind`, with the refusal's message (the spec's own, where it has one)."""
+    return lambda refusal: kind(str(refusal))
 
 
-@contextlib.contextmanager
-def ledger_refusals(param: str | None = None) -> Iterator[None]:
-    """Around an admin route's call of the operations: their refusals raise as the API's errors."""
-    try:
-        yield
-    except ledger_errors.LedgerError as refusal:
-        raise ledger_refusal_error(refusal, param) from None
+ANSWERS: dict[type[BaseException], Answer] = {
+    # The engine and its checks (deployments/): a request's values refused, or Inference failed.
+    EngineRefused: engine_refusal,
+    EngineOutOfMemory: lambda error: errors.VllmOom(f"Inference ran out of GPU memory: {error}"),
+    EngineDead: lambda error: errors.VllmEngineDead(f"Inference's engine stopped: {error}"),
+    # The API decodes one kind of tensor: the encoded Steering vectors of a request.
+    TensorError: lambda error: errors.InvalidRequest(f"An encoded Steering vector cannot be read: {error}.",
+                                                     STEERING_PARAM),
+    # A harvest's files (harvest/).
+    LinkRefused: link_refusal,
+    StorageRefused: not_there,
+    # SQLAlchemy's "QueuePool limit ... reached": no connection, so nothing ran.
+    PoolTimeout: lambda _: errors.DbPoolExhausted(errors.DB_POOL_EXHAUSTED_MESSAGE),
+    # The ledger: an operation refused (an admin's, mostly), or what it names is not there.
+    ledger.LedgerError: refused_value,
+    ledger.NameRefused: refused_value,
+    ledger.NameTaken: refused_value,
+    ledger.TooManyKeys: refused_value,
+    ledger.StatusChangeRefused: refused_value,
+    ledger.NotFound: not_there,
+    ledger.UnknownModel: lambda refusal: errors.ModelNotFound(str(refusal), "model"),
+    ledger.WarmWindowRefused: window_refusal,
+    # The key check: the spec's 401s, with the spec's messages.
+    ledger.KeyRefused: answered_by(errors.InvalidApiKey),
+    ledger.NoKeyGiven: answered_by(errors.MissingAuthorization),
+    ledger.UnknownKey: answered_by(errors.InvalidApiKey),
+    ledger.RevokedKey: answered_by(errors.KeyRevoked),
+    ledger.PausedKey: answered_by(errors.KeyDisabled),
+    ledger.SuspendedAccount: answered_by(errors.AccountSuspended),
+    # Looms.
+    ledger.LoomNotFound: not_there,
+    ledger.LoomConflict: answered_by(errors.LoomConflict),
+    # The App's access: Apply, Invites, sign-in, password links.
+    ledger.AccessRefused: refused_value,
+    ledger.ApplicationExists: answered_by(errors.ApplicationExists),
+    ledger.LinkExpired: answered_by(errors.AccessLinkExpired),
+    ledger.SignInFailed: answered_by(errors.SignInFailed),
+    ledger.SignInSuspended: answered_by(errors.SignInSuspended),
+    ledger.PasswordRefused: refused_value,
+    ledger.EmailRefused: refused_value,
+    ledger.FormRefused: refused_value,
+    ledger.TooManyTries: lambda refusal: errors.TooManyTries(str(refusal), retry_after=refusal.wait_s),
+    # The App's keys and token requests.
+    ledger.OwnKeyNotFound: answered_by(errors.KeyNotFound),
+    ledger.TokenRequestRefused: refused_value,
+    ledger.TokenRequestWaiting: answered_by(errors.TokenRequestWaiting),
+}
 
-
-# -- account (A): refusals of the App's access routes ----------------------------------------------------
-ACCESS_REFUSALS: dict[type[ledger_errors.AccessRefused], type[errors.ApiError]] = {
-    ledger_errors.ApplicationExists: errors.ApplicationExists,
-    ledger_errors.LinkExpired: errors.AccessLinkExpired,
-    ledger_errors.SignInFailed: errors.SignInFailed,
-    ledger_errors.SignInSuspended: errors.SignInSuspended,
+# What a key's owner reads in the App (the spec), where an admin reads the ledger's words.
+OWNER_ANSWERS: dict[type[BaseException], Answer] = {
+    ledger.TooManyKeys: answered_by(errors.TooManyKeys),
+    ledger.NameTaken: lambda refusal: errors.KeyNameTaken(errors.KEY_NAME_TAKEN_MESSAGE.format(name=refusal.name),
+                                                          "name"),
+    ledger.StatusChangeRefused: lambda _: errors.KeyRevokedForGood(errors.KEY_REVOKED_FOR_GOOD_MESSAGE),
 }
 
 
-def access_refusal_error(refusal: ledger_errors.AccessRefused) -> errors.ApiError:
-    if isinstance(refusal, ledger_errors.TooManyTries):
-        return errors.TooManyTries(refusal.message, retry_after=refusal.wait_s)
-    if isinstance(refusal, ledger_errors.PasswordRefused):
-        return errors.InvalidRequest(refusal.message, "password")
-    if isinstance(refusal, ledger_errors.EmailRefused):
-        return errors.InvalidRequest(refusal.message, "email")
-    if isinstance(refusal, ledger_errors.FormRefused):
-        return errors.InvalidRequest(refusal.message, refusal.field)
-    return ACCESS_REFUSALS[type(refusal)](refusal.message)
+def as_api_error(error: BaseException, *, owner: bool = False) -> errors.ApiError | None:
+    """The spec's error that answers `error`; None for an unexpected failure (the API's 500).
+
+    `owner`: the reader is the key's owner in the App (an /account route), not an admin.
+    """
+    if isinstance(error, errors.ApiError):
+        return error
+    for kind in type(error).__mro__:
+        answer = (OWNER_ANSWERS.get(kind) if owner else None) or ANSWERS.get(kind)
+        if answer is not None:
+            return answer(error)
+    return None
 
 
-@contextlib.contextmanager
-def access_refusals() -> Iterator[None]:
-    """Around an account route's call of the ledger: its access refusals raise as the API's errors."""
-    try:
-        yield
-    except ledger_errors.AccessRefused as refusal:
-        raise access_refusal_error(refusal) from None
+def api_error_of(refusal: Exception) -> errors.ApiError:
+    """The answer to a refusal that has one, for code that owes its caller an ApiError where no
+    handler runs (background work records it as the request's answer)."""
+    answer = as_api_error(refusal)
+    if answer is None:
+        raise TypeError(f"{type(refusal).__name__} has no answer in domain/error_mapping.py") from refusal
+    return answer
 
 
-# -- account (B): refusals of the App's keys and token requests ---------------------------------------------
-def account_refusal_error(refusal: ledger_errors.LedgerError, param: str | None = None) -> errors.ApiError:
-    """A refusal of the signed-in User's own keys and requests, in the App's words."""
-    if isinstance(refusal, ledger_errors.OwnKeyNotFound):
-        return errors.KeyNotFound(str(refusal))
-    if isinstance(refusal, ledger_errors.TooManyKeys):
-        return errors.TooManyKeys(str(refusal))
-    if isinstance(refusal, ledger_errors.NameTaken):
-        return errors.KeyNameTaken(errors.KEY_NAME_TAKEN_MESSAGE.format(name=refusal.name), "name")
-    if isinstance(refusal, ledger_errors.StatusChangeRefused):
-        return errors.KeyRevokedForGood(errors.KEY_REVOKED_FOR_GOOD_MESSAGE)
-    if isinstance(refusal, ledger_errors.TokenRequestWaiting):
-        return errors.TokenRequestWaiting(refusal.message)
-    if isinstance(refusal, ledger_errors.TokenRequestRefused):
-        return errors.InvalidRequest(refusal.message, refusal.field)
-    return ledger_refusal_error(refusal, param)
-
-
-
-@contextlib.contextmanager
-def account_refusals(param: str | None = None) -> Iterator[None]:
-    """Around a keys, usage or token-request route's call of the ledger."""
-    try:
-        yield
-    except ledger_errors.LedgerError as refusal:
-        raise account_refusal_error(refusal, param) from None
+def key_refusal_error(refusal: ledger.KeyRefused) -> errors.ApiError:
+    """The 401 that answers a refused key, for the key checks that run outside a route's handler."""
+    return api_error_of(refusal)

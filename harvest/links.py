@@ -37,7 +37,8 @@ MALFORMED = ("This link to a harvest's file is not valid: {why}. Use the link ex
 
 
 class LinkRefused(ValueError):
-    """A link that does not open its file. `reason` is "expired" or "invalid"."""
+    """A link that does not open its file. `reason` is "expired" or "invalid": the API answers
+    403 link_expired or link_invalid (domain/error_mapping.py)."""
 
     def __init__(self, message: str, reason: str = "invalid") -> None:
         super().__init__(message)

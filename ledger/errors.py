@@ -1,13 +1,26 @@
 """Errors of the ledger's own operations (admin commands, key management).
 
-Refusals of an operator's command, and of a request's key (`KeyRefused`),
-which the API maps to its 401s. Nothing here knows HTTP.
+Refusals of an operator's command, of a request's key (`KeyRefused`), of the App's
+access, keys and token requests, and of a Loom's change. Nothing here knows HTTP: the
+API answers each kind in one place (`domain/error_mapping.py`), whoever called.
 """
 from __future__ import annotations
 
 
 class LedgerError(ValueError):
-    """A refused ledger operation; its message is meant for the operator."""
+    """A refused ledger operation; its message is meant for the operator.
+
+    `param` names the request's field that the refusal is about, where one is: set where
+    it is raised (a class's own, or `param=`), or by the route that read the value
+    (`read_field` of domain/operations/arguments.py). The API's error names it.
+    """
+
+    param: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        if param is not None:
+            self.param = param
 
 
 class NotFound(LedgerError):
@@ -15,11 +28,15 @@ class NotFound(LedgerError):
 
 
 class NameRefused(LedgerError):
-    pass
+    """A user's or a key's name that cannot be kept; it is the request's `name`."""
+
+    param = "name"
 
 
 class TooManyKeys(LedgerError):
-    pass
+    """An 11th live key; the admin's route names the new key's `name` (the App answers 409)."""
+
+    param = "name"
 
 
 class StatusChangeRefused(LedgerError):
@@ -106,7 +123,7 @@ class TokenRequestRefused(LedgerError):
     """A token request's answer that cannot be kept as given; `field` names the question."""
 
     def __init__(self, message: str, field: str) -> None:
-        super().__init__(message)
+        super().__init__(message, param=field)
         self.message, self.field = message, field
 
 
@@ -147,6 +164,8 @@ class SignInSuspended(AccessRefused):
 class PasswordRefused(AccessRefused):
     """A new password that is too short (or too long)."""
 
+    param = "password"
+
 
 class TooManyTries(AccessRefused):
     """Past 5 tries a minute from one address; `wait_s` is how long until the next try counts."""
@@ -159,10 +178,12 @@ class TooManyTries(AccessRefused):
 class EmailRefused(AccessRefused):
     """Text that does not look like an email address."""
 
+    param = "email"
+
 
 class FormRefused(AccessRefused):
     """A field of the Apply form that is missing or too long; `field` names it."""
 
     def __init__(self, message: str, field: str) -> None:
         super().__init__(message)
-        self.field = field
+        self.field = self.param = field

@@ -16,7 +16,6 @@ from api.auth import services_of
 from domain import errors
 from domain.account import usage
 from domain.completions.validation import bad_value, text
-from domain.error_mapping import account_refusals
 from domain.operations import arguments, usage_page
 
 router = APIRouter()
@@ -31,8 +30,7 @@ def _days(query: dict[str, str], now: datetime) -> tuple[date, date]:
     if "from" in query or "to" in query:
         first = bodies.read_as(arguments.day, text(bodies.required(query, "from"), "from"), "from")
         last = bodies.read_as(arguments.day, text(bodies.required(query, "to"), "to"), "to")
-        with account_refusals("from"):
-            usage_page.check_days(first, last)
+        bodies.read_as(usage_page.check_days, first, "from", last=last)  # the pair's refusal names `from`
         return first, last
     name = query.get("range", "this_month")
     if name not in usage_page.RANGES:

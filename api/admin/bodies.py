@@ -17,7 +17,6 @@ from domain import errors
 from api.auth import services_of
 from api.body import parse_json, read_capped
 from domain.completions.validation import Msg, bad_type, bad_value, reject_unknown_fields, text
-from domain.error_mapping import ledger_refusals
 from domain.operations import arguments
 
 T = TypeVar("T")
@@ -48,9 +47,8 @@ def optional_text(body: dict[str, Any], name: str, default: str = "") -> str:
 
 
 def read_as(reader: Callable[..., T], value: Any, name: str, **options: Any) -> T:
-    """A value read as the command line reads it; its refusal names the field."""
-    with ledger_refusals(name):
-        return reader(value, **options)
+    """A value read as the command line reads it; its refusal names the field (400 with `param` `name`)."""
+    return arguments.read_field(reader, value, name, **options)
 
 
 def tokens(body: dict[str, Any], name: str, *, least: int) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 
-from domain.error_mapping import access_refusals
 from domain.mail import mail_base_url
 from domain.services import Services
 from ledger.accounts import access_links, sign_in
@@ -22,30 +21,26 @@ log = logging.getLogger("acs.account")
 async def count(services: Services, family: Family, address: str, account: str | None = None) -> None:
     """Count this try from the client's address, and against the account (an email) it names."""
     async with services.ledger.write_sessions() as session:
-        with access_refusals():
-            await count_try(session, family, address, services.clock(), account=account)
+        await count_try(session, family, address, services.clock(), account=account)
 
 
 async def apply(services: Services, email: str, answers: dict[str, str], address: str) -> dict:
     await count(services, Family.applications, address, email)
     async with services.ledger.write_sessions() as session:
-        with access_refusals():
-            await submit(session, email, ApplicationForm(**answers), services.clock())
+        await submit(session, email, ApplicationForm(**answers), services.clock())
     return {"status": "received"}
 
 
 async def read_invite(services: Services, token: str) -> dict:
     async with services.sessions() as session:
-        with access_refusals():
-            invite = await access_links.live_invite(session, token, services.clock())
+        invite = await access_links.live_invite(session, token, services.clock())
     return {"email": invite.email}
 
 
 async def use_invite(services: Services, token: str, answers: dict[str, str]) -> dict:
     """The Invite's User, made; its answer's token sets the first password."""
     async with services.ledger.write_sessions() as session:
-        with access_refusals():
-            password_token = await accept_invite(session, token, ApplicationForm(**answers), services.clock())
+        password_token = await accept_invite(session, token, ApplicationForm(**answers), services.clock())
     return {"password_token": password_token}
 
 
@@ -66,14 +61,12 @@ async def send_mail(services: Services) -> None:
 
 async def read_password_link(services: Services, token: str) -> dict:
     async with services.sessions() as session:
-        with access_refusals():
-            live = await access_links.live_password_link(session, token, services.clock())
+        live = await access_links.live_password_link(session, token, services.clock())
     return {"purpose": live.link.purpose.value, "email": live.user.email}
 
 
 async def set_password(services: Services, token: str, password: str, address: str) -> dict:
     await count(services, Family.password, address)
     async with services.ledger.write_sessions() as session:
-        with access_refusals():
-            message = await sign_in.set_password(session, token, password, services.clock())
+        message = await sign_in.set_password(session, token, password, services.clock())
     return {"message": message}

@@ -11,7 +11,6 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from domain.error_mapping import account_refusals
 from domain.operations.api_keys import STATUS_OF_ACTION
 from domain.operations.documents import iso
 from domain.services import Services
@@ -39,21 +38,18 @@ async def list_keys(services: Services, user_id: uuid.UUID) -> dict[str, Any]:
 
 async def create_key(services: Services, user_id: uuid.UUID, name: str) -> dict[str, Any]:
     async with services.ledger.write_sessions() as session:
-        with account_refusals("name"):
-            line, raw_key = await make_key(session, user_id, name, services.clock())
+        line, raw_key = await make_key(session, user_id, name, services.clock())
     return {**key_document(line), "key": raw_key}
 
 
 async def rename_key(services: Services, user_id: uuid.UUID, key_id: uuid.UUID, name: str) -> dict[str, Any]:
     async with services.ledger.write_sessions() as session:
-        with account_refusals("name"):
-            return key_document(await rename(session, user_id, key_id, name, services.clock()))
+        return key_document(await rename(session, user_id, key_id, name, services.clock()))
 
 
 async def change_key(services: Services, user_id: uuid.UUID, key_id: uuid.UUID, action: str) -> dict[str, Any]:
     async with services.ledger.write_sessions() as session:
-        with account_refusals():
-            return key_document(await change_status(session, user_id, key_id, action, services.clock()))
+        return key_document(await change_status(session, user_id, key_id, action, services.clock()))
 
 
 # In one transaction of the caller's ------------------------------------------------------------------

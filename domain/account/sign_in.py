@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Any
 
 from domain.account.access import count
-from domain.error_mapping import access_refusals
 from domain.services import Services
 from ledger.accounts import keys, sign_in
 from ledger.accounts.access_tries import Family
@@ -25,11 +24,10 @@ class SignIn:
 
 async def sign_in_with_password(services: Services, email: str, password: str, address: str) -> SignIn:
     await count(services, Family.sign_in, address, email)
-    with access_refusals():
-        async with services.sessions() as session:
-            user = await sign_in.user_of_password(session, email, password)
-        async with services.ledger.write_sessions() as session:
-            signed = await sign_in.start_session(session, user, services.clock())
+    async with services.sessions() as session:
+        user = await sign_in.user_of_password(session, email, password)
+    async with services.ledger.write_sessions() as session:
+        signed = await sign_in.start_session(session, user, services.clock())
     now = services.clock()
     user = signed.user
     found = await me(services, user.id, user.email or "", user.name, user.role.value)

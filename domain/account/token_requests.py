@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from domain.error_mapping import account_refusals
 from domain.operations import token_requests
 from domain.operations.documents import iso
 from domain.services import Services
@@ -34,6 +33,5 @@ async def ask(services: Services, user_id: uuid.UUID, tokens: str | int, models:
     """`tokens` as written (50K), `models` catalog ids, `answers` the texts of ANSWERS."""
     form = token_requests.TokenRequestForm(tokens=tokens, models=models, **answers)
     async with services.ledger.write_sessions() as session:
-        with account_refusals():
-            made = await token_requests.ask(session, user_id, form, services.clock())
+        made = await token_requests.ask(session, user_id, form, services.clock())
     return request_document(made)

@@ -9,7 +9,6 @@ from datetime import date, datetime
 from typing import Any
 
 from domain.account.keys import own_key
-from domain.error_mapping import account_refusals
 from domain.operations import usage_page
 from domain.operations.documents import iso
 from domain.operations.platform import platform_of_services
@@ -22,8 +21,7 @@ async def usage(services: Services, user_id: uuid.UUID, first: date, last: date,
     or one model when given."""
     if key_id is not None:
         async with services.sessions() as session:
-            with account_refusals("key"):
-                await own_key(session, user_id, key_id)
+            await own_key(session, user_id, key_id)
     filters = usage_page.Filters(first, last, key_id, _model(services, model))
     async with services.sessions() as session:
         page = await usage_page.usage_page(session, user_id, filters, now,

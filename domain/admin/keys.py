@@ -4,7 +4,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from domain.error_mapping import ledger_refusals
 from domain.operations import api_keys, documents
 from domain.services import Services
 
@@ -12,16 +11,14 @@ from domain.services import Services
 async def list_keys(services: Services, who: uuid.UUID, every: bool) -> dict[str, Any]:
     """The User's keys; `every` lists the revoked ones too."""
     async with services.sessions() as session:
-        with ledger_refusals():
-            user, lines = await api_keys.key_lines(session, services.clock(), who, include_revoked=every)
+        user, lines = await api_keys.key_lines(session, services.clock(), who, include_revoked=every)
     return documents.key_lines(user, lines)
 
 
 async def create_key(services: Services, who: uuid.UUID, name: str) -> dict[str, Any]:
     """A new key for the User; the whole key is in this answer only (`key`)."""
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals("name"):
-            user, key, raw_key = await api_keys.create_key(session, who, name)
+        user, key, raw_key = await api_keys.create_key(session, who, name)
     return {"user": documents.user_brief(user), "id": str(key.id), "name": key.name, "prefix": key.prefix,
             "key": raw_key}
 
@@ -29,6 +26,5 @@ async def create_key(services: Services, who: uuid.UUID, name: str) -> dict[str,
 async def change_key(services: Services, who: uuid.UUID, key_id: uuid.UUID, action: str) -> dict[str, Any]:
     """`pause`, `resume` or `revoke` the User's key; the answer is the key's page."""
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals():
-            await api_keys.set_key_status(session, key_id, action, who=who)
-            return documents.key_page(await api_keys.key_page(session, services.clock(), key_id))
+        await api_keys.set_key_status(session, key_id, action, who=who)
+        return documents.key_page(await api_keys.key_page(session, services.clock(), key_id))

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.error_mapping import ledger_refusals
 from domain.operations import documents, spend_page
 from domain.operations.platform import platform_of_services
 from domain.services import Services
@@ -18,8 +17,7 @@ async def show(services: Services) -> dict[str, Any]:
 async def lock(services: Services, by: str, reason: str) -> dict[str, Any]:
     """Pause new GPU work."""
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals("reason"):
-            page = await spend_page.lock(session, platform_of_services(services), by, reason)
+        page = await spend_page.lock(session, platform_of_services(services), by, reason)
     return documents.spend_page(page)
 
 

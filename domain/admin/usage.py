@@ -6,7 +6,6 @@ import uuid
 from datetime import date
 from typing import Any
 
-from domain.error_mapping import ledger_refusals
 from domain.operations import analytics_tabs, documents, usage_report
 from domain.operations.platform import platform_of_services
 from domain.services import Services
@@ -16,9 +15,8 @@ async def user_usage(services: Services, who: uuid.UUID, key_id: uuid.UUID | Non
                      last: date | None) -> dict[str, Any]:
     """Settled tokens of each UTC day (this month up to today by default), and the running Holds."""
     async with services.sessions() as session:
-        with ledger_refusals():
-            report = await usage_report.usage_report(session, services.clock(), who, key_id=key_id,
-                                                     first=first, last=last)
+        report = await usage_report.usage_report(session, services.clock(), who, key_id=key_id,
+                                                 first=first, last=last)
     return documents.usage_report(report)
 
 
@@ -26,5 +24,4 @@ async def analytics_tab(services: Services, name: str, first: date | None, last:
                         **narrowed: Any) -> dict[str, Any]:
     """The tab `name` from `first` to `last` (UTC days, this month up to today by default)."""
     async with services.sessions() as session:
-        with ledger_refusals():
-            return await analytics_tabs.tab(session, platform_of_services(services), name, first, last, **narrowed)
+        return await analytics_tabs.tab(session, platform_of_services(services), name, first, last, **narrowed)

@@ -5,7 +5,6 @@ import uuid
 from typing import Any
 
 from domain.completions.validation import bad_value
-from domain.error_mapping import ledger_refusals
 from domain.operations import documents, users
 from domain.operations.platform import platform_of_services
 from domain.services import Services
@@ -16,36 +15,31 @@ async def list_users(services: Services, tag: str | None) -> dict[str, Any]:
     """Every User, or those with `tag`."""
     platform = platform_of_services(services)
     async with services.sessions() as session:
-        with ledger_refusals("tag"):
-            lines = await users.user_lines(session, platform, tag)
+        lines = await users.user_lines(session, platform, tag)
     return {"users": [documents.user_line(line, platform.clock()) for line in lines]}
 
 
 async def create_user(services: Services, name: str) -> dict[str, Any]:
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals("name"):
-            return documents.user_brief(await users.create_user(session, name))
+        return documents.user_brief(await users.create_user(session, name))
 
 
 async def show_user(services: Services, who: uuid.UUID) -> dict[str, Any]:
     platform = platform_of_services(services)
     async with services.sessions() as session:
-        with ledger_refusals():
-            return documents.user_page(await users.user_page(session, platform, who), platform.clock())
+        return documents.user_page(await users.user_page(session, platform, who), platform.clock())
 
 
 async def set_standing(services: Services, who: uuid.UUID, standing: str, acting: uuid.UUID) -> dict[str, Any]:
     """`standing`: suspended or active; `acting`, the admin, may not suspend itself."""
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals():
-            return documents.user_brief(await users.set_standing(session, who, Standing(standing), acting=acting))
+        return documents.user_brief(await users.set_standing(session, who, Standing(standing), acting=acting))
 
 
 async def set_allowance(services: Services, who: uuid.UUID, wanted: int | None) -> dict[str, Any]:
     """`wanted`: the monthly allowance, or None for the platform's default."""
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals():
-            user, allowance = await users.set_allowance(session, platform_of_services(services), who, wanted)
+        user, allowance = await users.set_allowance(session, platform_of_services(services), who, wanted)
     return {"user": documents.user_brief(user), "monthly_allowance": allowance,
             "allowance_is_default": wanted is None}
 
@@ -54,19 +48,16 @@ async def set_role(services: Services, who: uuid.UUID, role: str, acting: uuid.U
     if role not in Role.__members__:
         raise bad_value("role", "admin or user")
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals("role"):
-            return documents.user_brief(await users.set_role(session, who, Role(role), acting=acting))
+        return documents.user_brief(await users.set_role(session, who, Role(role), acting=acting))
 
 
 async def add_tag(services: Services, who: uuid.UUID, tag: str) -> dict[str, Any]:
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals("tag"):
-            user, tags = await users.add_tag(session, who, tag)
+        user, tags = await users.add_tag(session, who, tag)
     return {"user": documents.user_brief(user), "tags": tags}
 
 
 async def remove_tag(services: Services, who: uuid.UUID, tag: str) -> dict[str, Any]:
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals("tag"):
-            user, tags = await users.remove_tag(session, who, tag)
+        user, tags = await users.remove_tag(session, who, tag)
     return {"user": documents.user_brief(user), "tags": tags}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from domain.error_mapping import ledger_refusals
 from domain.operations import documents, warm_windows
 from domain.operations.platform import platform_of_services
 from domain.services import Services
@@ -22,23 +21,20 @@ async def add_window(services: Services, model_id: str, days: list[int], start: 
                      by: str) -> dict[str, Any]:
     """A weekly window on `days` (ISO weekdays) from minute `start` to `end` of the day in `zone`."""
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals():
-            line = await warm_windows.add_window(session, platform_of_services(services), model_id, days, start,
-                                                 end, zone, by)
+        line = await warm_windows.add_window(session, platform_of_services(services), model_id, days, start,
+                                             end, zone, by)
     return documents.window_line(line)
 
 
 async def warm_now(services: Services, model_id: str, hours: int, by: str) -> dict[str, Any]:
     """Warm from now for `hours`; the window ends by itself."""
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals("hours"):
-            line = await warm_windows.warm_now(session, platform_of_services(services), model_id, hours, by)
+        line = await warm_windows.warm_now(session, platform_of_services(services), model_id, hours, by)
     return documents.window_line(line)
 
 
 async def remove_window(services: Services, window_id: uuid.UUID) -> dict[str, Any]:
     """Stop a window; the answer is the window as it was, with what it cost."""
     async with services.ledger.write_sessions() as session:
-        with ledger_refusals():
-            return documents.window_line(
-                await warm_windows.remove_window(session, platform_of_services(services), window_id))
+        return documents.window_line(
+            await warm_windows.remove_window(session, platform_of_services(services), window_id))

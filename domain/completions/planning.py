@@ -4,6 +4,9 @@
 rules of Activations and Steering vectors, the size caps, the max_tokens rules,
 then the checks against the model's facts. The caller resolves the model
 (model_not_found) before, and takes the Hold after: `hold_tokens` counts it.
+Each refusal is an ApiError, the checks' neutral `EngineRefused` answered by the one
+error mapping: background work (a Job, a Loom Node) plans again when it runs, and
+records the refusal as its answer where no HTTP handler runs.
 
 Prompt tokens are counted as the Hold counts them: a text with the model's own
 tokenizer (BOS included when add_special_tokens is on), a list of ids one token
@@ -17,8 +20,9 @@ from typing import Callable
 from domain.completions.request import CompletionRequest, PlannedRequest
 from domain.completions.validation import Msg
 from domain.errors import ContextLengthExceeded, DeadlineInfeasible, InvalidRequest
-from domain.error_mapping import as_api_errors
+from domain.error_mapping import api_error_of
 from deployments.checks import ModelInfo, check_layers
+from deployments.engine import EngineRefused
 
 MAX_CHOICES = 128
 MAX_GENERATED = 32000
@@ -221,5 +225,7 @@ def _check_max_tokens(req: CompletionRequest, token_ids: list[list[int]], model:
 
 def _check_layers(req: CompletionRequest, model: ModelInfo) -> None:
     if isinstance(req.output_residual_stream, list):
-        with as_api_errors():
+        try:
             check_layers(req.output_residual_stream, model, "output_residual_stream")
+        except EngineRefused as refusal:
+            raise api_error_of(refusal) from None

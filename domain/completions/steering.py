@@ -4,15 +4,19 @@ Every refusal of "Requests that the API refuses" (Steer a Completion) that
 needs the model or the prompt is here; the types and nested fields were
 checked by `domain.completions.validation`. `position_spans` is the spec's own
 field: it is expanded here into one vector per position.
+
+The checks below the API raise neutral errors (`EngineRefused`, the codec's `TensorError`);
+`parse_steers` raises them as the API's errors (domain/error_mapping.py), as `plan` does, for
+background work that plans where no HTTP handler runs.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from domain.errors import InvalidRequest
-from domain.error_mapping import as_api_errors
-from deployments.checks import STEERING_PARAM, check_layers, check_reach, check_shape
-from deployments.engine import Steer
+from domain.error_mapping import api_error_of
+from deployments.checks import STEERING_PARAM, ModelInfo, check_layers, check_reach, check_shape
+from deployments.engine import EngineRefused, Steer
 from deployments.tensor_codec import TensorError, decode
 
 PARAM = STEERING_PARAM
@@ -26,10 +30,7 @@ def refuse(message: str) -> InvalidRequest:
 
 def _rows(activations: list | dict) -> np.ndarray:
     if isinstance(activations, dict):
-        try:
-            rows = decode(activations, max_bytes=8 * 2**21 * 4)
-        except TensorError as error:
-            raise refuse(f"An encoded Steering vector cannot be read: {error}.") from error
+        rows = decode(activations, max_bytes=8 * 2**21 * 4)
     else:
         try:
             rows = np.asarray(activations, dtype=np.float64)
@@ -77,19 +78,20 @@ def expand_spans(spans: list[list[int]]) -> list[int]:
     return positions
 
 
-def parse_steer(vector: dict, model: object, prompt_tokens: int, max_tokens: int) -> Steer:
+def parse_steer(vector: dict, model: ModelInfo, prompt_tokens: int, max_tokens: int) -> Steer:
     layers = vector["layer_indices"]
     if len(set(layers)) != len(layers):
         raise refuse("layer_indices names a Layer twice.")
     rows = _rows(vector["activations"])
-    with as_api_errors():
-        check_shape(rows, layers, model.hidden_size)
-        check_layers(layers, model, PARAM)
+    check_shape(rows, layers, model.hidden_size)
+    check_layers(layers, model, PARAM)
     rows, positions = _positions(vector, rows)
-    with as_api_errors():
-        check_reach(positions or [], prompt_tokens, max_tokens)
+    check_reach(positions or [], prompt_tokens, max_tokens)
     return Steer(rows, list(layers), float(vector["scale"]), bool(vector["norm_match"]), positions)
 
 
-def parse_steers(vectors: list[dict], model: object, prompt_tokens: int, max_tokens: int) -> list[Steer]:
-    return [parse_steer(vector, model, prompt_tokens, max_tokens) for vector in vectors]
+def parse_steers(vectors: list[dict], model: ModelInfo, prompt_tokens: int, max_tokens: int) -> list[Steer]:
+    try:
+        return [parse_steer(vector, model, prompt_tokens, max_tokens) for vector in vectors]
+    except (EngineRefused, TensorError) as refusal:
+        raise api_error_of(refusal) from refusal

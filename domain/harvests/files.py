@@ -1,8 +1,9 @@
 """A harvest's file behind a signed link (GET|HEAD /v1/harvest-files/{job_id}/{name}), no API key.
 
-The link is checked first (harvest/links.py): a malformed, altered or expired one gets 403 and
-reaches no storage. Then the file is found in the harvests' storage (built once, by the
-composition root) and read in chunks; api/harvests/files.py answers it whole or one byte range.
+The link is checked first (harvest/links.py): a malformed, altered or expired one raises
+LinkRefused, which the API answers with its 403 (domain/error_mapping.py), and reaches no
+storage. Then the file is found in the harvests' storage (built once, by the composition root)
+and read in chunks; api/harvests/files.py answers it whole or one byte range.
 The links themselves are made at each read of a done harvest (domain/harvests/views.py).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pyarrow import fs
 
 from domain import errors
 from domain.services import Services
-from harvest.links import LinkRefused, verify
+from harvest.links import verify
 from harvest.storage import HarvestStorage
 
 # A read of a local file is cheap; a read of an object store is one request, so larger.
@@ -49,13 +50,9 @@ class HarvestFile:
 
 
 def check_link(services: Services, job_id: str, name: str, expires: str | None, signature: str | None) -> None:
+    """Return when the link opens its file, else raise LinkRefused saying why not."""
     secret = services.settings.harvest_link_secret.get_secret_value().encode("utf-8")
-    try:
-        verify(secret, job_id, name, expires, signature, now=time.time())
-    except LinkRefused as refusal:
-        if refusal.reason == "expired":
-            raise errors.HarvestLinkExpired(refusal.message) from None
-        raise errors.HarvestLinkInvalid(refusal.message) from None
+    verify(secret, job_id, name, expires, signature, now=time.time())
 
 
 async def linked_file(services: Services, job_id: str, name: str, expires: str | None,

@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 
 from domain import errors
-from domain.error_mapping import refusal_error
+from domain.error_mapping import as_api_error
 from domain.inference.breaker import CircuitBreaker
 from domain.inference.clients import EngineClient
 from domain.timing import engine_timing
-from deployments.engine import (
-    EngineDead, EngineOutOfMemory, EngineOutput, EngineRefused, GenerateRequest,
-)
+from deployments.engine import EngineOutput, GenerateRequest
 
 IN_FLIGHT_MESSAGE = "The API has its most requests in flight to {model}. Try again in {seconds} seconds."
 BREAKER_MESSAGE = (
@@ -45,16 +43,13 @@ def _is_unreachable(error: BaseException) -> bool:
 
 
 def map_failure(error: BaseException) -> errors.ApiError:
-    """Inference's failure as the error the API answers."""
+    """Inference's failure as the error the API answers: the engine's own errors (a refusal, out
+    of memory, a dead engine) as everywhere (domain/error_mapping.py); then what a failed wait for
+    Inference means here, where a stream's chunks need an ApiError and no handler runs."""
     error = root_cause(error)
-    if isinstance(error, errors.ApiError):
-        return error
-    if isinstance(error, EngineRefused):
-        return refusal_error(error)
-    if isinstance(error, EngineOutOfMemory):
-        return errors.VllmOom(f"Inference ran out of GPU memory: {error}")
-    if isinstance(error, EngineDead):
-        return errors.VllmEngineDead(f"Inference's engine stopped: {error}")
+    mapped = as_api_error(error)
+    if mapped is not None:
+        return mapped
     if isinstance(error, (asyncio.TimeoutError, TimeoutError)):
         return errors.UpstreamDeadline(errors.DEADLINE_MESSAGE)
     if _is_unreachable(error):

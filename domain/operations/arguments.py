@@ -1,7 +1,9 @@
 """Reading the admin's plain arguments, as the command line and the routes both take them.
 
 Each reader returns the value or raises `LedgerError` with a message for the
-operator; the routes add the field's name as the error's `param`.
+operator. Its `param` names the field where the reader knows it (a tag, or the
+`param` that a caller gives); a route names the field that it read the value from
+with `read_field`.
 """
 from __future__ import annotations
 
@@ -9,8 +11,11 @@ import re
 import uuid
 from datetime import date
 from decimal import Decimal, InvalidOperation
+from typing import Any, Callable, TypeVar
 
 from ledger.errors import LedgerError
+
+T = TypeVar("T")
 
 _SUFFIXES = {"": 1, "K": 1_000, "M": 1_000_000, "B": 1_000_000_000}
 # Far below BigInteger's limit, so sums of Grants and Holds cannot overflow it.
@@ -20,6 +25,16 @@ _TAG = re.compile(r"[a-z0-9-]{1,32}")
 # ISO weekday numbers, as the warm_windows table stores them.
 WEEKDAYS = {"mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6, "sun": 7}
 _DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+def read_field(reader: Callable[..., T], value: Any, field: str, **options: Any) -> T:
+    """`reader(value, **options)`, whose refusal names `field`: the request's field that the value came
+    from. The refusal rises to the API's one error mapping, a 400 with `param` `field`."""
+    try:
+        return reader(value, **options)
+    except LedgerError as refusal:
+        refusal.param = field
+        raise
 
 
 def tokens(value: str | int, *, least: int) -> int:
@@ -50,11 +65,11 @@ def day(text: str) -> date:
         raise LedgerError(f"{text!r} is not a day: write it as YYYY-MM-DD.") from None
 
 
-def short_text(text: str, what: str, limit: int = 200) -> str:
+def short_text(text: str, what: str, limit: int = 200, *, param: str | None = None) -> str:
     # The columns hold 200 characters; PostgreSQL would refuse more, SQLite keep it.
     text = text.strip()
     if len(text) > limit:
-        raise LedgerError(f"{what} has at most {limit} characters; this one has {len(text)}.")
+        raise LedgerError(f"{what} has at most {limit} characters; this one has {len(text)}.", param=param)
     return text
 
 
@@ -84,7 +99,7 @@ def tag(text: str) -> str:
     written = re.sub(r"[\s_]+", "-", text.strip().lower())
     if not _TAG.fullmatch(written):
         raise LedgerError(f"A tag has lowercase letters, digits and dashes, at most {TAG_MAX} characters: "
-                          f"{text!r} is not one.")
+                          f"{text!r} is not one.", param="tag")
     return written
 
 

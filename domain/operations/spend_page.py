@@ -41,7 +41,7 @@ async def spend_page(session: AsyncSession, platform: Platform) -> SpendPage:
 
 async def lock(session: AsyncSession, platform: Platform, by: str, reason: str = "") -> SpendPage:
     """Pause new GPU work, with a reason if the admin gives one."""
-    await spend.lock(session, by, arguments.short_text(reason, "The reason"), platform.clock())
+    await spend.lock(session, by, arguments.short_text(reason, "The reason", param="reason"), platform.clock())
     return await spend_page(session, platform)
 
 

@@ -38,7 +38,7 @@ async def grant(session: AsyncSession, who: str | uuid.UUID, tokens: int, *, key
                 note: str = "") -> BudgetLeft:
     """Add tokens to the User's Budget, or to one key's own Budget (which gives the key one)."""
     tokens = arguments.tokens(tokens, least=1)
-    note = arguments.short_text(note, "A Grant's note")
+    note = arguments.short_text(note, "A Grant's note", param="note")
     user, key = await _whose(session, who, key_id)
     user_id, user_name, key_name = user.id, user.name, key.name if key else None
     budget = await grants.grant(session, user_id, tokens, key_id=key_id, note=note)

@@ -138,7 +138,7 @@ async def set_role(session: AsyncSession, who: str | uuid.UUID, role: Role, *,
                    acting: uuid.UUID | None = None) -> User:
     user = await find_user(session, who)
     if acting == user.id and role != user.role:
-        raise LedgerError(OWN_ROLE)
+        raise LedgerError(OWN_ROLE, param="role")
     user.role = role
     session.add(user)
     await session.commit()
