@@ -15,6 +15,7 @@ import ipaddress
 from typing import Any
 
 from fastapi import Request
+from starlette.types import Scope
 
 from domain.settings import Network
 
@@ -35,7 +36,7 @@ def client_address(request: Request) -> str:
     return client
 
 
-def came_over_https(scope: dict) -> bool:
+def came_over_https(scope: Scope) -> bool:
     """https as the ASGI server saw it, or as a trusted proxy that ended TLS says in X-Forwarded-Proto
     (its first entry: what the proxy nearest the client saw; later ones append their own hop)."""
     if scope.get("scheme") == "https":

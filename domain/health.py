@@ -50,10 +50,10 @@ async def database_check(services: Services) -> dict[str, Any]:
 def pool_saturated(sessions: Any) -> bool:
     """Every pooled connection is checked out (SQLite's pool has no fixed size)."""
     pool = sessions.kw["bind"].pool
-    size, overflow = getattr(pool, "size", None), getattr(pool, "_max_overflow", 0)
-    if not callable(size) or overflow < 0:
+    overflow = getattr(pool, "_max_overflow", 0)
+    if not callable(getattr(pool, "size", None)) or overflow < 0:
         return False
-    return pool.checkedout() >= size() + overflow
+    return pool.checkedout() >= pool.size() + overflow
 
 
 def backend_json(model: Any, gateway: Any) -> dict[str, Any]:

@@ -142,6 +142,13 @@ class Settings(BaseSettings):
                 "development machine, which then makes its own.")
         return self
 
+    @property
+    def harvest_link_key(self) -> bytes:
+        """The HMAC key of harvest download links: check_link_secret has set the secret, or refused."""
+        if self.harvest_link_secret is None:
+            raise RuntimeError("the harvest link secret is set as the settings are made (check_link_secret)")
+        return self.harvest_link_secret.get_secret_value().encode("utf-8")
+
     @model_validator(mode="after")
     def check_cluster_state(self) -> Settings:
         # Ray turns an unset ${ACS_DATABASE_URL} of a cluster's env into "": each replica would

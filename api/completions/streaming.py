@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncGenerator, Awaitable, Callable
 
 from fastapi.responses import StreamingResponse
 
@@ -33,7 +33,10 @@ class KeepaliveStream(StreamingResponse):
     def __init__(self, content: AsyncGenerator[Any, None], interval_s: float, beat: bytes = KEEPALIVE,
                  render: Callable[[Any], bytes] | None = None, last: bytes | None = None, **kwargs: Any) -> None:
         super().__init__(content, **kwargs)
-        self.interval_s, self.beat, self.render, self.last = interval_s, beat, render, last
+        # The body as given: Starlette's body_iterator is the same object, typed as any async iterable.
+        self.source = content
+        # Not `render`: that name is Response's own method (the body of a whole answer).
+        self.interval_s, self.beat, self.render_item, self.last = interval_s, beat, render, last
 
     async def stream_response(self, send: Any) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
@@ -43,8 +46,8 @@ class KeepaliveStream(StreamingResponse):
         # A beat's send that failed (the client went away) fails the body's next send too.
         beats.add_done_callback(lambda task: task.cancelled() or task.exception())
         try:
-            render = self.render
-            async for item in self.body_iterator:
+            render = self.render_item
+            async for item in self.source:
                 piece = item if render is None else render(item)
                 async with turn:
                     await send({"type": "http.response.body", "body": piece, "more_body": True})
@@ -56,7 +59,7 @@ class KeepaliveStream(StreamingResponse):
             # that fell due meanwhile is cancelled before it can follow that piece ([DONE]).
             beats.cancel()
             # A client that went away cut the body at a piece: its own cleanup runs now.
-            await self.body_iterator.aclose()
+            await self.source.aclose()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _beats(self, send: Any, turn: asyncio.Lock) -> None:
@@ -81,7 +84,7 @@ def spaced_json(result: Awaitable[dict[str, Any]], interval_s: float,
                 on_error: Callable[[errors.ApiError], dict[str, Any]], **kwargs: Any) -> KeepaliveStream:
     """An answer whose body is spaces every `interval_s`, then the JSON (or the error object)."""
 
-    async def body() -> AsyncIterator[bytes]:
+    async def body() -> AsyncGenerator[bytes, None]:
         try:
             payload = await result
         except errors.ApiError as error:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, AsyncGenerator, AsyncIterator
+from typing import Any, AsyncGenerator
 
 from api.completions.streaming import DONE, KeepaliveStream, sse
 from api.errors_http import INTERNAL
@@ -20,7 +20,7 @@ def loom_stream(updates: AsyncGenerator[Update, None], keepalive_s: float, reque
                            headers={"Cache-Control": "no-cache"})
 
 
-async def _events(updates: AsyncGenerator[Update, None], request_id: str | None) -> AsyncIterator[bytes]:
+async def _events(updates: AsyncGenerator[Update, None], request_id: str | None) -> AsyncGenerator[bytes, None]:
     # A client that went away closes this body at an event: the updates end there too, reading no more.
     async with contextlib.aclosing(updates):
         async for update in updates:

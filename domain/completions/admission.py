@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Protocol
 
@@ -21,7 +22,7 @@ from domain.inference.gateway import ModelGateway, Waits
 from domain.timing import stage
 from ledger.errors import KeyRefused
 from ledger.accounts.keys import Principal, recheck
-from ledger.tokens.tables import UsageSource, UsageStatus
+from ledger.tokens.tables import Counting, UsageSource, UsageStatus
 from ledger.tokens.holds import HoldAsk
 
 OUTPUT_CAP = 32_000
@@ -58,9 +59,11 @@ class HoldSink(Protocol):
     """Where a Hold's id and its end go: the ledger (foreground), or a
     background attempt that writes the end with its result."""
 
-    async def attach(self, hold_id: Any) -> None: ...
+    async def attach(self, hold_id: uuid.UUID) -> None: ...
 
-    async def end(self, hold_id: Any, used: int | None, counting: Any, status: UsageStatus) -> None: ...
+    # The Hold's id by position: a background attempt's sink knows its Hold already (`_hold_id`).
+    async def end(self, hold_id: uuid.UUID, /, used: int | None, counting: Counting | None,
+                  status: UsageStatus) -> None: ...
 
 
 @dataclass

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Container, TypeGuard
 
 from domain.completions.request import CompletionRequest
 from domain.errors import InvalidRequest
@@ -124,7 +124,7 @@ def _in_range(x: float, path: str, *, ge=None, le=None, gt=None) -> Any:
     return x
 
 
-def _is_number(v: object) -> bool:
+def _is_number(v: object) -> TypeGuard[int | float]:
     # bool is a subclass of int in Python, but `true` is not a number in JSON.
     return type(v) is int or type(v) is float
 
@@ -165,13 +165,13 @@ def text(v: object, path: str, expected: str = "a string") -> str:
     return v
 
 
-def reject_unknown(obj: dict, known: set[str] | dict, path: str) -> None:
+def reject_unknown(obj: dict, known: Container[str], path: str) -> None:
     for key in obj:
         if key not in known:
             raise InvalidRequest(Msg.UNKNOWN.format(path=f"{path}.{key}"), _param(path))
 
 
-def reject_unknown_fields(body: dict, known: set[str] | dict | tuple) -> None:
+def reject_unknown_fields(body: dict, known: Container[str]) -> None:
     """A top-level field that the route does not know: 400, `param` the field."""
     for key in body:
         if key not in known:
@@ -198,8 +198,9 @@ def int_list(v: object, path: str, expected: str = "a list of numbers", ge: int 
     # Fast path: a list of token ids can hold a million ids.
     if all(type(x) is int for x in v) and (ge is None or not v or min(v) >= ge):
         return v
-    bounds = {} if ge is None else {"ge": ge}
-    return [integer(x, f"{path}[{i}]", **bounds) for i, x in enumerate(v)]
+    if ge is None:
+        return [integer(x, f"{path}[{i}]") for i, x in enumerate(v)]
+    return [integer(x, f"{path}[{i}]", ge=ge) for i, x in enumerate(v)]
 
 
 def numbers(v: object, path: str) -> list:
@@ -220,13 +221,14 @@ PROMPT_TYPE = "a string, a list of token ids, a list of strings, or a list of to
 def _prompt(v: object, path: str) -> list:
     if isinstance(v, str):
         return [text(v, path)]
-    first = non_empty_list(v, path, PROMPT_TYPE)[0]
+    items = non_empty_list(v, path, PROMPT_TYPE)
+    first = items[0]
     if _is_number(first):
-        return [int_list(v, path)]
+        return [int_list(items, path)]
     if isinstance(first, str):
-        return [text(x, f"{path}[{i}]") for i, x in enumerate(v)]
+        return [text(x, f"{path}[{i}]") for i, x in enumerate(items)]
     if isinstance(first, list):
-        return [int_list(x, f"{path}[{i}]", "a list of token ids") for i, x in enumerate(v)]
+        return [int_list(x, f"{path}[{i}]", "a list of token ids") for i, x in enumerate(items)]
     raise bad_type(path, PROMPT_TYPE)
 
 

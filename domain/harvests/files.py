@@ -51,8 +51,7 @@ class HarvestFile:
 
 def check_link(services: Services, job_id: str, name: str, expires: str | None, signature: str | None) -> None:
     """Return when the link opens its file, else raise LinkRefused saying why not."""
-    secret = services.settings.harvest_link_secret.get_secret_value().encode("utf-8")
-    verify(secret, job_id, name, expires, signature, now=time.time())
+    verify(services.settings.harvest_link_key, job_id, name, expires, signature, now=time.time())
 
 
 async def linked_file(services: Services, job_id: str, name: str, expires: str | None,

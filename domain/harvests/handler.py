@@ -46,9 +46,11 @@ class Runs(Protocol):
 
     async def start(self, name: str, make_spec: Callable[[], Any]) -> Run:
         """The run `name`, started with `make_spec()` unless it runs already."""
+        ...
 
     async def find(self, name: str) -> Run | None:
         """The run `name` when it still exists."""
+        ...
 
 
 def run_name(work: Work) -> str:

@@ -21,7 +21,7 @@ import binascii
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -72,7 +72,7 @@ class Projection:
 class HarvestRequest:
     model: str
     prompts: list[str]
-    layers: list[int] | str | None  # a list, "all", or None for the quartiles
+    layers: list[int] | Literal["all"] | None  # a list, "all", or None for the quartiles
     shard_size: int
     batch_size: int | None
     add_special_tokens: bool
@@ -127,11 +127,11 @@ def _prompts(v: object, path: str) -> tuple[list[str], int]:
     return v, size
 
 
-def _layers(v: object, path: str) -> list[int] | str:
+def _layers(v: object, path: str) -> list[int] | Literal["all"]:
     if isinstance(v, str):
         if v != "all":
             raise bad_value(path, "a list of numbers or 'all'")
-        return v
+        return "all"
     if not isinstance(v, list):
         raise bad_type(path, "a list of numbers or 'all'")
     if not 1 <= len(v) <= MAX_LAYERS:

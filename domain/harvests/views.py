@@ -51,6 +51,8 @@ def harvest_json(work: Work, harvest: Harvest, now: datetime, links: Links) -> d
         "started_at": iso(harvest.gpu_started_at),
         "completed_at": iso(work.finished_at) if ended is not None else None,
     }
+    if ended is None:  # pending or running: nothing ended yet
+        return answer
     if status == "done":
         expires_at = int(now.timestamp()) + links.ttl_s
         stored = ended.get("result") or {}

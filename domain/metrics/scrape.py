@@ -114,22 +114,23 @@ class ScrapeCollector(Collector):
     def _ledger(self) -> Iterator[Metric]:
         yield GaugeMetricFamily("acs_ledger_read_ok", "1 when this scrape read the ledger's counts, 0 when the "
                                 "ledger did not answer (its series are left out).", value=int(self.ledger is not None))
-        if self.ledger is None:
+        ledger = self.ledger
+        if ledger is None:
             return
-        yield self._holds()
-        yield self._work()
-        yield from self._harvests()
+        yield self._holds(ledger)
+        yield self._work(ledger)
+        yield from self._harvests(ledger)
         yield GaugeMetricFamily("acs_gpu_spend_usd_24h", "The GPU spend of the last 24 hours, in US dollars.",
-                                value=self.ledger.spend_24h_usd)
+                                value=ledger.spend_24h_usd)
         yield GaugeMetricFamily("acs_spend_stop_locked", "1 while the spend stop holds back new GPU work.",
-                                value=int(self.ledger.spend_stop_locked))
+                                value=int(ledger.spend_stop_locked))
 
     def _model_ids(self, seen: Iterable[str]) -> list[str]:
         """Every served model (0 when idle, so a panel's line does not vanish), and any other the ledger names."""
         return sorted(set(self.services.catalog.models) | set(seen))
 
-    def _holds(self) -> Metric:
-        holds = self.ledger.holds_running
+    def _holds(self, ledger: LedgerGauges) -> Metric:
+        holds = ledger.holds_running
         family = GaugeMetricFamily("acs_holds_running", "Holds not ended yet: requests and work that hold tokens.",
                                    labels=["model", "source"])
         for model in self._model_ids(model for model, _ in holds):
@@ -137,16 +138,16 @@ class ScrapeCollector(Collector):
                 family.add_metric([model, source.value], holds.get((model, source.value), 0))
         return family
 
-    def _work(self) -> Metric:
+    def _work(self, ledger: LedgerGauges) -> Metric:
         family = GaugeMetricFamily("acs_work", "Rows of background work by kind and status.",
                                    labels=["kind", "status"])
         for kind in WorkKind:
             for status in WorkStatus:
-                family.add_metric([kind.value, status.value], self.ledger.work.get((kind.value, status.value), 0))
+                family.add_metric([kind.value, status.value], ledger.work.get((kind.value, status.value), 0))
         return family
 
-    def _harvests(self) -> Iterator[Metric]:
-        progress = self.ledger.harvest_prompts
+    def _harvests(self, ledger: LedgerGauges) -> Iterator[Metric]:
+        progress = ledger.harvest_prompts
         total = GaugeMetricFamily("acs_harvest_prompts", "Prompts of the running harvests.", labels=["model"])
         done = GaugeMetricFamily("acs_harvest_prompts_done", "Prompts the running harvests have done.",
                                  labels=["model"])

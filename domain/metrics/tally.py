@@ -40,19 +40,20 @@ class ProcessTally:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._metrics = {
-            series.name: (Counter(series.name, series.doc, series.labels, registry=self.registry)
-                          if isinstance(series, CounterSeries) else
-                          Histogram(series.name, series.doc, series.labels, buckets=series.buckets,
-                                    registry=self.registry))
-            for series in COUNTED
-        }
+        self._counters: dict[str, Counter] = {}
+        self._histograms: dict[str, Histogram] = {}
+        for series in COUNTED:
+            if isinstance(series, CounterSeries):
+                self._counters[series.name] = Counter(series.name, series.doc, series.labels, registry=self.registry)
+            else:
+                self._histograms[series.name] = Histogram(series.name, series.doc, series.labels,
+                                                          buckets=series.buckets, registry=self.registry)
 
     def inc(self, series: CounterSeries, labels: Sequence[str], amount: float) -> None:
-        self._metrics[series.name].labels(*labels).inc(amount)
+        self._counters[series.name].labels(*labels).inc(amount)
 
     def observe(self, series: HistogramSeries, labels: Sequence[str], value: float) -> None:
-        self._metrics[series.name].labels(*labels).observe(value)
+        self._histograms[series.name].labels(*labels).observe(value)
 
     async def flush(self) -> None:
         pass  # the registry is where scrapes read

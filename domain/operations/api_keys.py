@@ -88,6 +88,7 @@ async def key_page(session: AsyncSession, now: datetime, text: str | uuid.UUID) 
     """One key and its User, found by its id or by the whole key."""
     key = await key_by_id_or_raw(session, text)
     user = await session.get(User, key.user_id)
+    assert user is not None, f"the key {key.id} has no User"  # a foreign key: every key has its User
     owner = KeyOwner(user.id, user.name, user.standing.value)
     lines = await usage.key_lines(session, key.user_id, include_revoked=True, now=now)
     return KeyPage(next(line for line in lines if line.key.id == key.id), owner)

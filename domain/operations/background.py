@@ -37,9 +37,13 @@ async def cancel(session: AsyncSession, platform: Platform, work_id: uuid.UUID) 
     user_id, kind = row.user_id, row.kind
     await session.rollback()
     if kind == WorkKind.harvest:
-        row, _ = await harvests.cancel(session, work_id, user_id, platform.clock())
-        return row
-    return await work.cancel(session, work_id, user_id, kind, platform.clock(), platform.job_result_kept)
+        found = await harvests.cancel(session, work_id, user_id, platform.clock())
+        ended = None if found is None else found[0]
+    else:
+        ended = await work.cancel(session, work_id, user_id, kind, platform.clock(), platform.job_result_kept)
+    if ended is None:  # the row went between the two transactions (a deleted Loom's Node is erased)
+        raise NotFound(f"No background work has the id {work_id}.")
+    return ended
 
 
 async def set_capacity(session: AsyncSession, kind: WorkKind, count: int) -> None:

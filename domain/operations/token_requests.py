@@ -80,7 +80,9 @@ def _new_request(user_id: uuid.UUID, form: TokenRequestForm, now: datetime) -> T
     optional = {field: _answer(getattr(form, field), field) for field in OPTIONAL}
     return TokenRequest(user_id=user_id, created_at=now, tokens=read_tokens(form.tokens),
                         models=list(dict.fromkeys(form.models)), project=_answer(form.project, "project", PROJECT_MAX),
-                        planned_usage=_answer(form.planned_usage, "planned_usage"), **optional)
+                        planned_usage=_answer(form.planned_usage, "planned_usage"),
+                        how_you_got_the_number=optional["how_you_got_the_number"], results=optional["results"],
+                        links=optional["links"], when_needed=optional["when_needed"])
 
 
 async def ask(session: AsyncSession, user_id: uuid.UUID, form: TokenRequestForm, now: datetime) -> TokenRequest:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
+import sqlalchemy
 from sqlalchemy import case, func, or_
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -200,12 +201,13 @@ async def _count(session: AsyncSession, user_id: uuid.UUID, filters: Filters, pa
     """Fill the totals, the days, by model and by source; return the tokens of each key."""
     day = utc_day(session, col(Hold.created_at)).label("day")
     running = func.sum(case((col(Hold.state) == HoldState.held, 1), else_=0))
-    query = (select(day, Hold.model, Hold.source, Hold.key_id, func.count(), running,
-                    func.sum(_input_of()), func.sum(col(Hold.used)))
+    # SQLAlchemy's select, run by execute: SQLModel's select and exec are typed for at most 4 columns.
+    query = (sqlalchemy.select(day, col(Hold.model), col(Hold.source), col(Hold.key_id), func.count(), running,
+                               func.sum(_input_of()), func.sum(col(Hold.used)))
              .where(*_completions(user_id, filters))
              .group_by(day, col(Hold.model), col(Hold.source), col(Hold.key_id)))
     by_key: dict[uuid.UUID, Tokens] = defaultdict(Tokens)
-    for text, model, source, key_id, n, n_running, input_tokens, used in await session.exec(query):
+    for text, model, source, key_id, n, n_running, input_tokens, used in await session.execute(query):
         input_tokens, used = int(input_tokens or 0), int(used or 0)
         parts = (page.tokens, page.days[date.fromisoformat(str(text)[:10])], page.by_model[model],
                  page.by_source[SOURCE_NAMES.get(source, str(source))])
@@ -244,8 +246,9 @@ async def _key_totals(session: AsyncSession, user_id: uuid.UUID, key_ids: list[u
     query = (select(Hold.key_id, in_last_month, func.sum(col(Hold.used)), func.max(col(Hold.created_at)))
              .where(Hold.user_id == user_id, col(Hold.state).in_(_COUNTED), col(Hold.key_id).in_(key_ids))
              .group_by(col(Hold.key_id)))
+    # The query reads the keys of key_ids only, none NULL; the check says so to the type checker.
     return {key_id: (int(month or 0), int(total or 0), _utc(last_at))
-            for key_id, month, total, last_at in await session.exec(query)}
+            for key_id, month, total, last_at in await session.exec(query) if key_id is not None}
 
 
 def _utc(moment: Any) -> datetime | None:
@@ -273,7 +276,7 @@ async def _budget_changes(session: AsyncSession, user_id: uuid.UUID, key_id: uui
     query = (select(Grant, ApiKey.name).outerjoin(ApiKey, col(ApiKey.id) == col(Grant.key_id))
              .where(Grant.user_id == user_id))
     if key_id is not None:
-        query = query.where(or_(col(Grant.key_id).is_(None), Grant.key_id == key_id))
+        query = query.where(or_(col(Grant.key_id).is_(None), col(Grant.key_id) == key_id))
     query = query.order_by(col(Grant.created_at).desc()).limit(NEWEST)
     return [BudgetChange(grant.created_at, grant.tokens, "grant", key_name, grant.note)
             for grant, key_name in await session.exec(query)]

@@ -158,7 +158,7 @@ async def add_tag(session: AsyncSession, who: str | uuid.UUID, tag: str) -> tupl
 async def remove_tag(session: AsyncSession, who: str | uuid.UUID, tag: str) -> tuple[User, list[str]]:
     tag = arguments.tag(tag)
     user = await find_user(session, who)
-    removed = await session.execute(delete(UserTag).where(UserTag.user_id == user.id, UserTag.tag == tag))
+    removed = await session.exec(delete(UserTag).where(col(UserTag.user_id) == user.id, col(UserTag.tag) == tag))
     if not removed.rowcount:
         raise NotFound(f"{user.name!r} has no tag {tag!r}.")
     await session.commit()
