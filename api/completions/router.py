@@ -27,6 +27,7 @@ async def create_completion(request: Request, principal: WorkKeyDep):
     with stage("body"):
         body = await read_json(request, services.settings.max_body_bytes)
     request_id = request_id_of(request)
+    assert request_id is not None, "RequestIdMiddleware gives every request its id before a route runs"
     answer = await CompletionService(services).create(body, request_id, principal, key)
     return await respond(answer, services.settings, request_id)
 

@@ -3,7 +3,7 @@ their outputs merged in arrival order."""
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from typing import AsyncGenerator
 
 from domain.completions.assembly import CompletionAssembly, engine_prompt_logprobs
 from domain.inference.gateway import ModelGateway, Waits
@@ -37,7 +37,7 @@ async def _pump(p: int, gateway: ModelGateway, request: GenerateRequest, waits: 
 
 
 async def run_outputs(assembly: CompletionAssembly, gateway: ModelGateway, request_id: str,
-                      waits: Waits) -> AsyncIterator[tuple[int, EngineOutput]]:
+                      waits: Waits) -> AsyncGenerator[tuple[int, EngineOutput], None]:
     """Yield (prompt index, output); raise ApiError on a failure or a cut stream.
 
     With `waits.total_s` every prompt's answer ends within it, counted from now.
