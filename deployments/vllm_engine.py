@@ -205,11 +205,12 @@ class VllmEngine(Engine):
 
         self._started_at = time.time()
         stages = StageWatcher(on_stage or (lambda stage: None))
+        # No local names the engine: this frame can outlive the constructor (a kept traceback of an
+        # import made while the engine started links to it), and shutdown drops the last reference.
         with project_temp_files() as self._temp_files, stages.watching():
-            llm = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
-        self._llm: AsyncLLM | None = llm  # None after shutdown
-        self._tokenizer = llm.get_tokenizer()
-        self._facts = engine_facts(llm.model_config)
+            self._llm: AsyncLLM | None = AsyncLLM.from_engine_args(build_engine_args(weights, engine_args, cpu))
+        self._tokenizer = self._llm.get_tokenizer()
+        self._facts = engine_facts(self._llm.model_config)
 
     @property
     def llm(self) -> Any:
