@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncGenerator, Awaitable, Callable
 
 from domain import errors
 from domain.answers import Answer, replayed
@@ -132,7 +132,7 @@ class CompletionService:
             await survive(self._close_outputs(admitted, outputs))
 
     @staticmethod
-    async def _grow(admitted: Admitted, outputs: AsyncIterator, on_progress: OnProgress) -> Grown:
+    async def _grow(admitted: Admitted, outputs: AsyncGenerator, on_progress: OnProgress) -> Grown:
         assembly, settlement = admitted.assembly, admitted.settlement
         growth = _Growth()
         try:
@@ -157,7 +157,7 @@ class CompletionService:
         return Grown(choice["text"], choice["logprobs"], usage)
 
     @staticmethod
-    async def _close_outputs(admitted: Admitted, outputs: AsyncIterator) -> None:
+    async def _close_outputs(admitted: Admitted, outputs: AsyncGenerator) -> None:
         """Stop the engine and free the places."""
         await outputs.aclose()
         await admitted.exits.aclose()
@@ -228,7 +228,7 @@ class CompletionService:
             await self.services.idempotency.streamed(claim.record_id)
         return StreamAnswer(admitted.headers, self._documents(admitted, first, outputs, request_id))
 
-    async def _documents(self, admitted: Admitted, first: tuple, outputs: AsyncIterator,
+    async def _documents(self, admitted: Admitted, first: tuple, outputs: AsyncGenerator,
                          request_id: str) -> AsyncGenerator[dict[str, Any], None]:
         assembly, settlement = admitted.assembly, admitted.settlement
         try:
@@ -252,7 +252,7 @@ class CompletionService:
             await survive(self._close_stream(admitted, outputs))
 
     @staticmethod
-    async def _close_stream(admitted: Admitted, outputs: AsyncIterator) -> None:
+    async def _close_stream(admitted: Admitted, outputs: AsyncGenerator) -> None:
         """Stop the engine, free the places, and (the client closed it) pay for what was sent."""
         await outputs.aclose()
         await admitted.exits.aclose()

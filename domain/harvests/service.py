@@ -68,7 +68,7 @@ class HarvestService:
         self.services, self.long_polls, self.clock = services, services.long_polls, services.clock
         settings = services.settings
         self.links = Links(base_url=settings.public_base_url or base_url,
-                           secret=settings.harvest_link_secret.get_secret_value().encode(),
+                           secret=settings.harvest_link_key,
                            ttl_s=int(settings.harvest_link_ttl_s))
 
     # -- POST /v1/harvest ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import contextlib
 import itertools
 import time
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable
+from typing import AsyncGenerator, AsyncIterator, Callable
 
 from domain import errors
 from domain.error_mapping import as_api_error
@@ -129,7 +129,7 @@ class ModelGateway:
             self.breaker.record_failure()
 
     async def stream(self, request: GenerateRequest, waits: Waits,
-                     deadline: float | None = None) -> AsyncIterator[EngineOutput]:
+                     deadline: float | None = None) -> AsyncGenerator[EngineOutput, None]:
         """The engine's outputs until the finished one; raises ApiError.
 
         The first output may take `waits.first_s`, each next one the

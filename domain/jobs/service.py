@@ -140,8 +140,9 @@ class JobService:
                     request_id=job_request_id(work_id))
         async with self.services.ledger.write_sessions() as session:
             queued = await queue.enqueue_within(session, work, lambda counts: full_cap(counts) is None, utcnow())
-        if isinstance(queued, queue.Counts):
+        if isinstance(queued, queue.Counts):  # the check above refused: one cap is full
             name = full_cap(queued)
+            assert name is not None, "enqueue_within refuses only when a cap is full"
             raise errors.JobCapacity(CAP_MESSAGES[name].format(cap=getattr(CAPS, name), days=self.kept_days))
         return work
 
@@ -165,7 +166,7 @@ class JobService:
             raise errors.JobCancelled(CANCELLED)
         if result_expired(work, now):
             raise errors.JobResultExpired(EXPIRED.format(days=self.kept_days))
-        if work.result_body is None:
+        if work.result_body is None or work.result_status is None:  # an ended row has both, or neither
             raise errors.JobFailed(FAILED)
         # The status and the body that POST /v1/completions answered, byte for byte.
         return Answer(Rendered(work.result_body.encode()), work.result_status)
