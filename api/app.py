@@ -25,7 +25,8 @@ from api.middleware import GzipJsonMiddleware, RequestIdMiddleware
 from api.models.router import router as models_router
 from api.security_headers import SecurityHeadersMiddleware
 from api.server_timing import ServerTimingMiddleware
-from api.webapp.router import webapp_router
+from api.webapp.not_found import AppNotFound
+from api.webapp.router import Shell, webapp_router
 
 SPEC = Path(__file__).with_name("openapi.json")
 EXPOSED_HEADERS = [
@@ -36,14 +37,15 @@ EXPOSED_HEADERS = [
 
 def create_app() -> FastAPI:
     app = FastAPI(title="ACS Base-model API", openapi_url=None, docs_url=None, redoc_url=None)
-    install_error_handlers(app)
+    shell = Shell.read()  # once: the pages and the App's "Page not found" serve the same text and policy
+    install_error_handlers(app, not_found_page=AppNotFound(shell))
     for router in (completions_router, jobs_router, looms_router, harvests_router, models_router, health_router, harvest_files_router,
                    metrics_router, admin_router):
         app.include_router(router)
     # The App's JSON routes: every one that changes something checks the CSRF token first.
     for router in (account_access_router, account_router):
         app.include_router(router, dependencies=[Depends(require_csrf)])
-    app.include_router(webapp_router())  # the App's pages and their static files
+    app.include_router(webapp_router(shell))  # the App's pages and their static files
 
     @app.get("/openapi.json")
     async def openapi() -> JSONResponse:

@@ -7,10 +7,10 @@ API's 500. No route or use case maps a refusal itself.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -95,13 +95,23 @@ def allowed_methods(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
-def install_error_handlers(app: FastAPI) -> None:
+# A 404 that the App answers with a page of its own, or None for the API's error object.
+NotFoundPage = Callable[[Request], Response | None]
+
+
+def install_error_handlers(app: FastAPI, not_found_page: NotFoundPage | None = None) -> None:
+    """The spec's error object for every error; a browser's miss under the App's pages gets
+    `not_found_page`'s answer instead (api/webapp/not_found.py)."""
     @app.exception_handler(errors.ApiError)
     async def on_api_error(request: Request, error: errors.ApiError) -> JSONResponse:
         return error_response(request, error)
 
     @app.exception_handler(StarletteHTTPException)
-    async def on_http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def on_http_error(request: Request, error: StarletteHTTPException) -> Response:
+        if error.status_code == 404 and not_found_page is not None:
+            page = not_found_page(request)
+            if page is not None:
+                return page
         if error.status_code == 405:
             mapped: errors.ApiError = errors.MethodNotAllowed(
                 NOT_ALLOWED.format(path=request.url.path, method=request.method),

@@ -1,14 +1,16 @@
 """A Loom Branch of n Nodes against n plain streamed Completions of the same path text.
 
     python bench/loom.py [--n 8] [--max-tokens 64] [--rounds 4] [--warmup 1]
-        [--model smollm2-135m] [--database-url URL] [--json out.json]
+        [--model smollm2-135m] [--database-url URL] [--redis-url URL] [--json out.json]
 
 One process holds the whole platform but Ray: the FastAPI app served by
 uvicorn on 127.0.0.1, the ledger (a fresh SQLite file, the embedded
 default's, unless `--database-url` names another), a Runner with the Loom
 Node kind, and the real engine (`VllmEngine`, vLLM with vllm-lens) on the
 embedded default model. Both sides reach the engine through the same client,
-which notes when each output left the engine.
+which notes when each output left the engine. The Loom's stream is pushed
+each Node's text through the feed of the process (the embedded default's),
+or through Redis pub/sub with `--redis-url` (as across a cluster's replicas).
 
 Each round runs both sides one after the other (their order alternates from
 round to round), with the same seeds: plain stream i and Node i sample with
@@ -20,7 +22,8 @@ seed + i, the same max_tokens and the same prompt, the root of a new Loom.
   answer; tokens per second = the Nodes' completion tokens / (the Branch's
   answer to the last Node's end, its work row's `finished_at`). Everything the
   background path adds is inside: the Runner's claim, each Node's Hold, its
-  text written to the ledger as it grows, and the stream's reads.
+  text told to the feed and written to the ledger as it grows, and the
+  stream's reads.
 - token to event: for each token of each Node, the time from the engine's
   output that carried it to the first Loom stream event whose text holds it
   (p50 and p95 over all tokens of all timed rounds).
@@ -260,7 +263,7 @@ class Stack:
         from ledger.store.migrate import upgrade
 
         await upgrade(self.database_url)
-        settings = Settings(profile=self.args.profile, database_url=self.database_url)
+        settings = Settings(profile=self.args.profile, database_url=self.database_url, redis_url=self.args.redis_url)
         catalog = load_catalog(self.args.profile, models_root=settings.models_dir)
         model = self.model = catalog.resolve(self.args.model)
         print(f"[bench] loading {model.id} ({model.weights_path()})", flush=True)
@@ -303,6 +306,7 @@ class Stack:
         self.server.should_exit = True
         await asyncio.gather(self.serving, return_exceptions=True)
         await self.runner.stop()
+        await self.services.feed.aclose()
         self.engine.shutdown()
         await self.db.dispose()
 
@@ -365,7 +369,8 @@ def summary(args: argparse.Namespace, stack: Stack, rounds: list[Round], latenci
         "model": stack.model.id, "profile": args.profile, "n": args.n, "max_tokens": args.max_tokens,
         "rounds": args.rounds, "warmup": args.warmup, "seed": args.seed, "prompt": PROMPT,
         "database": make_url(stack.database_url).get_backend_name(),
-        "poll_s": stack.services.settings.loom_stream_poll_s, "cpus": os.cpu_count(),
+        "catch_up_s": stack.services.settings.stream_catch_up_s, "feed": type(stack.services.feed).__name__,
+        "cpus": os.cpu_count(),
         "plain_tok_per_s": plain_tokens / plain_s, "branch_tok_per_s": branch_tokens / branch_s,
         "ratio": (branch_tokens / branch_s) / (plain_tokens / plain_s),
         "ratio_median_of_rounds": statistics.median(r.ratio for r in rounds),
@@ -393,8 +398,8 @@ def ms(seconds: float) -> str:
 def print_report(out: dict[str, Any]) -> None:
     lat, extra, plain = out["token_to_event_ms"], out["branch_extra_median_s"], out["plain_extra_median_s"]
     print(f"\nloom: {out['model']} ({out['profile']} profile), n={out['n']} max_tokens={out['max_tokens']}, "
-          f"{out['rounds']} rounds after {out['warmup']} warm-up, ledger {out['database']}, stream poll "
-          f"{out['poll_s']} s, {out['cpus']} CPUs")
+          f"{out['rounds']} rounds after {out['warmup']} warm-up, ledger {out['database']}, stream pushed by "
+          f"{out['feed']} (catch-up every {out['catch_up_s']} s), {out['cpus']} CPUs")
     print(f"plain streams: {out['plain_tok_per_s']:.1f} tok/s ({out['tokens']['plain']} tokens; medians from the "
           f"send: first token {ms(plain['first_token_s'])}, the streams' first tokens within "
           f"{ms(plain['first_token_spread_s'])}, last token {ms(plain['last_token_s'])})")
@@ -425,6 +430,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--profile", default="embedded", help="the catalog: embedded (SmolLM2-135M) or test (tiny)")
     p.add_argument("--model", default="smollm2-135m", help="the model, as a request names it")
     p.add_argument("--database-url", help="the ledger (default: a fresh SQLite file, the embedded default's)")
+    p.add_argument("--redis-url", help="Redis for the feed (and the traffic limits), as a cluster has; "
+                                       "default: none, the embedded default's feed in the process")
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args()
     if not 1 <= args.n <= 8 or not 1 <= args.max_tokens <= 1000 or args.rounds < 1 or args.warmup < 0:

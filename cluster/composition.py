@@ -22,6 +22,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from domain.budget import TokenLedger
 from domain.completions.admission import Admission
+from domain.feeds import Feed, feed_of
 from domain.harvests.long_polls import LongPolls
 from domain.idempotency import Idempotency
 from domain.inference.breaker import CircuitBreaker
@@ -87,7 +88,7 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
             tokenizers: TokenizerRegistry | None = None, counts: Counts | None = None,
             clock: Callable[[], datetime] = utcnow, harvest_storage: HarvestStorage | None = None,
             mailer: Mailer | None = None, traffic_settings: TrafficSettings | None = None,
-            wake_runner: Callable[[WorkKind], None] = no_runner_here) -> Services:
+            wake_runner: Callable[[WorkKind], None] = no_runner_here, feed: Feed | None = None) -> Services:
     """Every service of one process, over its engine clients and its ledger database.
 
     `wake_runner` is told the kind of work that the routes queue: a Runner's handle in Serve
@@ -98,11 +99,14 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
     the settings' tally: tests give each in-process stack its own, so that no other stack's
     counts land in a test's figures. Tests give their own `clock` too, a `harvest_storage`
     of their own instead of ACS_HARVEST_STORAGE's, a `mailer` instead of the settings' and
-    other traffic limits (`traffic_settings`) than the spec's."""
+    other traffic limits (`traffic_settings`) than the spec's. A test's Runner that stands for
+    another process shares the routes' `feed`, as Redis would join them."""
     sessions, ledger = build_ledger(settings, db_engine)
     traffic = build_traffic(settings, traffic_settings)
     # With Redis every process (each ingress replica, the Runner) adds its counts there, over the traffic's client.
     counts = counts or counts_from_settings(settings, traffic.redis_client)
+    # The same for what grows: the Runner publishes a Node's text there, the streams of every replica hear it.
+    feed = feed or feed_of(traffic.redis_client)
     tokenizers = tokenizers or TokenizerRegistry()
     admission = Admission(ledger, traffic, tokenizers, sessions, engine_wait_s=settings.engine_timeout_s,
                           counts=counts)
@@ -111,7 +115,7 @@ def compose(settings: Settings, catalog: Catalog, clients: dict[str, EngineClien
                     admission=admission, long_polls=LongPolls(),
                     harvest_storage=harvest_storage or HarvestStorage(settings.harvest_storage),
                     metrics_readings=LedgerReadings(sessions, settings.metrics_ledger_cache_s,
-                                                    settings.health_timeout_s),
+                                                    settings.health_timeout_s), feed=feed,
                     tokenizers=tokenizers, work_kinds=[handler_type.kind for handler_type in handler_types()],
                     counts=counts, mailer=mailer or mailer_of(settings), clock=clock, wake_runner=wake_runner)
 
@@ -121,17 +125,19 @@ def handler_types() -> list[type[WorkHandler]]:
     from domain.harvests.handler import HarvestHandler
     from domain.jobs.handler import JobHandler
     from domain.looms.handler import NodeHandler
+    from domain.playground.handler import RunHandler
 
-    return [JobHandler, NodeHandler, HarvestHandler]
+    return [JobHandler, NodeHandler, HarvestHandler, RunHandler]
 
 
 def handlers(services: Services) -> list[WorkHandler]:
     from domain.harvests.handler import HarvestHandler, RayRuns
     from domain.jobs.handler import JobHandler
     from domain.looms.handler import NodeHandler
+    from domain.playground.handler import RunHandler
 
     # A harvest's GPU runs are the Ray cluster's detached actors.
-    return [JobHandler(services), NodeHandler(services), HarvestHandler(services, RayRuns())]
+    return [JobHandler(services), NodeHandler(services), HarvestHandler(services, RayRuns()), RunHandler(services)]
 
 
 def runner_times(settings: Settings) -> RunnerTimes:

@@ -47,3 +47,5 @@ cp "$WEBAPP/node_modules/preact/dist/preact.module.js" \
    "$WEBAPP/node_modules/preact/hooks/dist/hooks.module.js" \
    "$WEBAPP/node_modules/htm/dist/htm.module.js" \
    "$WEBAPP/node_modules/axe-core/axe.min.js" "$VENDOR/"
+# The Playground's Activations chart decodes zstd, which the browsers' Compression Streams lack.
+cp "$WEBAPP/node_modules/fzstd/esm/index.mjs" "$VENDOR/fzstd.js"

@@ -2,8 +2,8 @@
 
 The layers below the domain know no HTTP and no ApiError. The ledger refuses with a `LedgerError`
 (ledger/errors.py: an admin's operation, a request's key, the App's access, keys and token requests,
-a Loom's change); the engine and its checks with `EngineRefused`, and fail with `EngineOutOfMemory`
-or `EngineDead`; the tensor codec with `TensorError`; a harvest's link with `LinkRefused` and its
+a Loom's change, a Playground Run's id); the engine and its checks with `EngineRefused`, and fail with
+`EngineOutOfMemory` or `EngineDead`; the tensor codec with `TensorError`; a harvest's link with `LinkRefused` and its
 storage with `StorageRefused`; SQLAlchemy with its pool's timeout. `ANSWERS` says which error of the
 spec answers each class. `as_api_error` looks an error up by its own class, then by each class that
 it inherits from, so a new subclass answers as its family does; tests/unit/test_error_mapping.py
@@ -126,6 +126,8 @@ ANSWERS: dict[type[BaseException], Answer] = {
     ledger.OwnKeyNotFound: answered_by(errors.KeyNotFound),
     ledger.TokenRequestRefused: refused_value,
     ledger.TokenRequestWaiting: answered_by(errors.TokenRequestWaiting),
+    # The App's Playground Runs.
+    ledger.RunNotFound: not_there,
 }
 
 # What a key's owner reads in the App (the spec), where an admin reads the ledger's words.

@@ -14,6 +14,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from domain import errors
 from domain.budget import TokenLedger
 from domain.completions.admission import Admission
+from domain.feeds import Feed
 from domain.harvests.long_polls import LongPolls
 from domain.idempotency import Idempotency
 from domain.inference.gateway import ModelGateway
@@ -55,6 +56,9 @@ class Services:
     harvest_storage: HarvestStorage
     # The ledger's counts that /metrics shows, read at most every ACS_METRICS_LEDGER_CACHE_S.
     metrics_readings: LedgerReadings
+    # Where what grows is pushed to the streams that follow it (a Loom's Nodes): Redis's pub/sub
+    # where the platform has Redis, so the Runner's replica reaches every ingress; else this process's.
+    feed: Feed
     tokenizers: TokenizerRegistry = field(default_factory=TokenizerRegistry)
     # The kinds of background work that Runners run (GET /health lists them).
     work_kinds: list[WorkKind] = field(default_factory=list)

@@ -47,8 +47,9 @@ class Settings(BaseSettings):
     models_dir: Path | None = None
     # Streams: a `: keepalive` comment when Inference is silent this long.
     keepalive_s: float = 5.0
-    # The Loom stream reads its Loom this often while a Node grows (the spec: 250 ms).
-    loom_stream_poll_s: float = 0.25
+    # A stream of what grows (a Loom's) is pushed its changes (domain/feeds), and reads the ledger
+    # this often anyway: a message that was lost, or never sent, delays an update at most this long.
+    stream_catch_up_s: float = 2.0
     # Without a stream: past this, answer 200 and send spaces until the JSON.
     long_wait_s: float = 150.0
     # The most the API waits for Inference's answer, or between two chunks.

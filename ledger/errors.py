@@ -187,3 +187,13 @@ class FormRefused(AccessRefused):
     def __init__(self, message: str, field: str) -> None:
         super().__init__(message)
         self.field = self.param = field
+
+
+# -- the Playground's Runs --------------------------------------------------------------------------
+
+class RunNotFound(NotFound):
+    """None of the User's Runs (not deleted) has the id, or the group id; another User's too."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -23,7 +23,7 @@ STATIC = Path(__file__).with_name("static")
 SHELL = STATIC / "index.html"
 PAGES = (
     "/", "/sign-in", "/apply", "/set-password", "/forgot-password", "/reset-password",
-    "/api-keys", "/usage", "/usage/request", "/profile", "/jobs",
+    "/playground", "/api-keys", "/usage", "/usage/request", "/profile", "/jobs",
 )
 CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",
@@ -57,6 +57,16 @@ class Shell:
                 .replace("{{base_href}}", escape(root + "/", quote=True))
                 .replace("{{acs_root}}", escape(root, quote=True)))
 
+    def response(self, request: Request, status_code: int = 200) -> HTMLResponse:
+        """The shell for this request's prefix, with the page's policy and security headers; the
+        client picks the page by path (the App's "Page not found" answers 404 with it)."""
+        html = self.render(request.scope.get("root_path", ""))
+        return HTMLResponse(html, status_code=status_code, headers={
+            "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": self.policy,
+            "X-Frame-Options": "DENY",  # frame-ancestors 'none', for browsers that predate it
+        })
+
 
 def webapp_router(shell: Shell | None = None) -> APIRouter:
     """The App's pages over `shell` (read from static/ when not given), and its static files;
@@ -65,12 +75,7 @@ def webapp_router(shell: Shell | None = None) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
     async def page(request: Request) -> HTMLResponse:
-        html = shell.render(request.scope.get("root_path", ""))
-        return HTMLResponse(html, headers={
-            "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
-            "Content-Security-Policy": shell.policy,
-            "X-Frame-Options": "DENY",  # frame-ancestors 'none', for browsers that predate it
-        })
+        return shell.response(request)
 
     for path in PAGES:
         router.add_api_route(path, page, methods=["GET", "HEAD"], response_class=HTMLResponse)

@@ -10,11 +10,13 @@ root registers; the Runner knows no kind. It keeps nothing a restart would lose:
   from the engine); the routes that queue work wake a kind at once (`wake`), so
   the poll is only the fallback for work that no one announced;
 - a watch loop renews this process's leases, stops the attempts whose rows
-  changed (a cancel, a lease that lapsed), queues again the rows of Runners
-  that died, and ends queued rows of revoked keys and suspended Users;
+  changed (a cancel, a lease that lapsed), queues again (or fails, by their
+  kind's queue row) the rows of Runners that died, and ends queued rows of
+  revoked keys and suspended Users;
 - every `housekeeping_s` it drops what expired: the bodies of ended rows'
-  results, the Idempotency-Keys of more than 24 hours, and deleted Looms
-  after 14 days, and sends the App's mail that the SMTP server refused;
+  results, the Idempotency-Keys of more than 24 hours, deleted Looms and
+  Playground Runs after 14 days and the Runs' Activations after 7, and sends
+  the App's mail that the SMTP server refused;
 - `stop()` is the planned stop: running work gets a grace period, then goes
   back to `queued` with its Hold released, so the cut request costs nothing.
 """
@@ -36,6 +38,7 @@ from ledger.work import queue as queue
 from ledger.store.coltypes import utcnow
 from ledger.work.idempotency import purge_expired
 from ledger.work.looms import erase_deleted
+from ledger.work.runs import erase_kept
 from ledger.accounts.mail import Mailer, deliver_pending
 from ledger.work.tables import Work, WorkKind
 from ledger.store.survive import survive
@@ -240,17 +243,26 @@ class Runner:
                 task.cancel()  # its request stops; the row's new state stands
 
     async def _requeue_lapsed(self) -> None:
+        """Rows whose Runner died: each kind's queue row says whether they run again or fail
+        (`queue.recover_lapsed`); a failure's result is the kind's handler's."""
         now = utcnow()
         async with self.sessions() as session:
             lapsed = await queue.expired(session, now)
-        for work_id in lapsed:
+        for work in lapsed:
+            handler = self.handlers.get(work.kind)
+            failed = handler.failed if handler is not None else None
+            kept_for = handler.kept_for if handler is not None else timedelta(0)
             async with self.sessions() as session:
-                if await queue.requeue(session, work_id, now):
-                    log.warning("background work %s lost its Runner; it runs again", work_id)
+                recovered = await queue.recover_lapsed(session, work.id, now, failed, kept_for)
+            if recovered == queue.Recovered.requeued:
+                log.warning("background work %s lost its Runner; it runs again", work.id)
+            elif recovered == queue.Recovered.failed:
+                log.warning("background work %s lost its Runner; it failed", work.id)
 
     async def _housekeeping(self) -> None:
         """What expires: results (the rows stay, a Job answers 410), Idempotency-Keys (24 hours),
-        and the Looms and Nodes deleted 14 days ago; and the App's mail that did not go out."""
+        the Looms, Nodes and Playground Runs deleted 14 days ago and the Runs' Activations 7 days
+        after their Run ended; and the App's mail that did not go out."""
         now = utcnow()
         async with self.sessions() as session:
             await queue.drop_expired_results(session, now)
@@ -258,6 +270,8 @@ class Runner:
             await purge_expired(session, now)
         async with self.sessions() as session:
             await erase_deleted(session, now)
+        async with self.sessions() as session:
+            await erase_kept(session, now)
         await deliver_pending(self.sessions, self.mailer, now)
 
     async def _end_unusable(self) -> None:

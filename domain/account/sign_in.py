@@ -32,7 +32,7 @@ async def sign_in_with_password(services: Services, email: str, password: str, a
     user = signed.user
     found = await me(services, user.id, user.email or "", user.name, user.role.value)
     return SignIn(signed.token, signed.expires_at, now,
-                  {"user": found, "next": "/usage" if found["has_key"] else "/api-keys"})
+                  {"user": found, "next": "/playground" if found["has_key"] else "/api-keys"})
 
 
 async def me(services: Services, user_id: uuid.UUID, email: str, name: str, role: str) -> dict:

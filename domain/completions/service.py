@@ -133,28 +133,43 @@ class CompletionService:
 
     @staticmethod
     async def _grow(admitted: Admitted, outputs: AsyncGenerator, on_progress: OnProgress) -> Grown:
-        assembly, settlement = admitted.assembly, admitted.settlement
+        assembly = admitted.assembly
         growth = _Growth()
-        try:
-            async for p, output in outputs:
-                growth.add(assembly.add(p, output))
-                await on_progress(growth.text, growth.logprobs, assembly.usage()["total_tokens"])
-            check_complete(assembly)
-        except errors.ApiError:
-            if assembly.completion_tokens():
-                await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.failed)
-            else:  # refused, or failed before a token
-                await settlement.release()
-            raise
-        except asyncio.CancelledError:
-            raise
-        except BaseException:
-            await settlement.release()  # the API's own failure costs nothing
-            raise
-        usage = assembly.usage()
-        await settlement.reported(usage["total_tokens"])
+
+        async def grew(choices: list[dict[str, Any]]) -> None:
+            growth.add(choices)
+            await on_progress(growth.text, growth.logprobs, assembly.usage()["total_tokens"])
+
+        usage = await _run_to_end(admitted, outputs, grew)
         (choice,) = assembly.completion()["choices"]
         return Grown(choice["text"], choice["logprobs"], usage)
+
+    async def stream_completion_in_background(self, body: Any, request_id: str, principal: Principal,
+                                              policy: AdmissionPolicy, sink: HoldSink,
+                                              on_progress: OnAssembly) -> dict[str, Any]:
+        """One request of background work with a stream, kept whole (a Playground Run): every
+        prompt and choice, log probabilities and Activations. After each output
+        `on_progress(assembly, choices)` gets the Completion so far (`CompletionAssembly.completion()`,
+        `.usage()`) and the output's stream chunk choices (each choice's new text, by its index);
+        the answer is the whole Completion, with its Activations when asked.
+
+        The Hold settles as `stream_in_background`'s does: to Inference's usage at the end, to
+        what was sent when the stream breaks (the ApiError is raised after the last output went
+        to `on_progress`), released when nothing came; a cut attempt settles nothing."""
+        planned, model = await asyncio.to_thread(self.prepare, body)
+        gateway = self.services.gateways[model.id]
+        admitted = await self.admission.admit(planned, model, gateway, request_id, principal, policy, sink)
+        outputs = run_outputs(admitted.assembly, gateway, request_id, admitted.waits)
+
+        async def grew(choices: list[dict[str, Any]]) -> None:
+            await on_progress(admitted.assembly, choices)
+
+        try:
+            await on_progress(admitted.assembly, [])  # admitted: the Completion's id is known, no text yet
+            await _run_to_end(admitted, outputs, grew)
+            return admitted.assembly.completion()
+        finally:
+            await survive(self._close_outputs(admitted, outputs))
 
     @staticmethod
     async def _close_outputs(admitted: Admitted, outputs: AsyncGenerator) -> None:
@@ -271,6 +286,36 @@ class CompletionService:
 
 
 OnProgress = Callable[[str, "dict | None", int], Awaitable[None]]
+OnAssembly = Callable[[CompletionAssembly, list[dict[str, Any]]], Awaitable[None]]
+
+
+async def _run_to_end(admitted: Admitted, outputs: AsyncGenerator,
+                      grew: Callable[[list[dict[str, Any]]], Awaitable[None]]) -> dict[str, int]:
+    """Feed a background stream's outputs to its assembly, `grew(chunk choices)` after each, until
+    every choice finished and its Activations (when asked) fit; then settle its Hold as a stream's
+    and return the usage. A refusal or a failure (ApiError) pays what was sent, or nothing before a
+    token; the API's own failure costs nothing; a cut (CancelledError) settles nothing: whoever
+    cut it ends the Hold."""
+    assembly, settlement = admitted.assembly, admitted.settlement
+    try:
+        async for p, output in outputs:
+            await grew(assembly.add(p, output))
+        check_complete(assembly)
+        assembly.check_activations()
+    except errors.ApiError:
+        if assembly.completion_tokens():
+            await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.failed)
+        else:  # refused, or failed before a token
+            await settlement.release()
+        raise
+    except asyncio.CancelledError:
+        raise
+    except BaseException:
+        await settlement.release()  # the API's own failure costs nothing
+        raise
+    usage = assembly.usage()
+    await settlement.reported(usage["total_tokens"])
+    return usage
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,10 @@ transaction that ends its work row and its Hold (`queue.Result.also`), so a
 Node ends with its charge or not at all. The Hold settles as a stream's does
 (`CompletionService.stream_in_background`): a stopped Node pays for the
 text it grew, by the stop's own transaction (`ledger.work.looms.cancel_growing`).
+
+The Loom's streams hear of the Node on the feed (domain/looms/news.py): its start and
+each piece of its text at once, and its end once the transaction that writes it has
+committed, so that the stream's read finds it.
 """
 from __future__ import annotations
 
@@ -23,8 +27,10 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from domain import errors
 from domain.completions.admission import background
 from domain.completions.service import CompletionService, Grown
+from domain.feeds import Feed, publish_after_commit
 from domain.looms.branch import as_branch_param
 from domain.looms.growing import Growth, GrowingTexts
+from domain.looms.news import CHANGED, TextSoFar, loom_topic
 from deployments.background.kinds import AttemptHold
 from ledger.work import loom_runs
 from ledger.work import looms
@@ -64,7 +70,8 @@ class NodeHandler:
         self.completions = CompletionService(services)
         self.policy = background(UsageSource.loom, services.settings.background_answer_wait_s)
         self.kept_for = timedelta(seconds=services.settings.job_result_kept_s)
-        self.growing = GrowingTexts(self._write_growth)
+        self.feed: Feed = services.feed
+        self.growing = GrowingTexts(self._write_growth, self._announce_growth)
 
     async def run(self, work: Work, hold: AttemptHold) -> queue.Result:
         loom_id, node_id = node_of(work)
@@ -76,34 +83,52 @@ class NodeHandler:
                 return GONE
             if not await loom_runs.start(session, node_id, work.attempts):
                 return GONE
-        return await self._grow(work, node_id, completion_body(work, node_request, prompt), hold)
+        # Committed: the Node runs, with no text yet.
+        await self.feed.publish(loom_topic(loom_id), TextSoFar(node_id, work.attempts, "").message())
+        return await self._grow(work, loom_id, node_id, completion_body(work, node_request, prompt), hold)
 
-    async def _grow(self, work: Work, node_id: uuid.UUID, body: dict, hold: AttemptHold) -> queue.Result:
-        """Stream the Node's Completion, its text written as it grows; the Result ends the Node."""
+    async def _grow(self, work: Work, loom_id: uuid.UUID, node_id: uuid.UUID, body: dict,
+                    hold: AttemptHold) -> queue.Result:
+        """Stream the Node's Completion, its text told and written as it grows; the Result ends the Node."""
         principal = Principal(user_id=work.user_id, key_id=work.key_id, key_name="")
         # Each attempt its own engine request ids: an attempt cut by a crash may still run there.
         engine_request_id = f"{work.request_id}-{work.attempts}"
-        growing = self.growing.node(node_id, work.attempts)
+        growing = self.growing.node(loom_id, node_id, work.attempts)
         try:
             grown: Grown = await self.completions.stream_in_background(
                 body, engine_request_id, principal, self.policy, hold, growing.offer)
         except errors.ApiError as error:  # refused, or failed: the text before the failure stays
             growing.ended()
             started = growing.used_tokens > 0
-            ending = _ending(node_id, work.attempts, NodeStatus.failed, growing.text,
-                             used_tokens=growing.used_tokens, error=node_error(error, started=started))
+            ending = self._ending(loom_id, node_id, work.attempts, NodeStatus.failed, growing.text,
+                                  used_tokens=growing.used_tokens, error=node_error(error, started=started))
             return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(work.request_id)), also=ending)
         except BaseException:
             growing.ended()
             raise
         growing.ended()
-        ending = _ending(node_id, work.attempts, NodeStatus.completed, grown.text, logprobs=grown.logprobs,
-                         used_tokens=grown.usage["total_tokens"])
+        ending = self._ending(loom_id, node_id, work.attempts, NodeStatus.completed, grown.text,
+                              logprobs=grown.logprobs, used_tokens=grown.usage["total_tokens"])
         return queue.Result(WorkStatus.succeeded, 200, _as_json({"usage": grown.usage}), also=ending)
 
     async def _write_growth(self, growths: list[Growth]) -> None:
         async with self.ledger.write_sessions() as session:
             await loom_runs.progress_all(session, [(g.node_id, g.attempt, g.text, g.used_tokens) for g in growths])
+
+    async def _announce_growth(self, growth: Growth) -> None:
+        await self.feed.publish(loom_topic(growth.loom_id), TextSoFar(growth.node_id, growth.attempt,
+                                                                      growth.text).message())
+
+    def _ending(self, loom_id: uuid.UUID, node_id: uuid.UUID, attempt: int, status: NodeStatus, text: str, *,
+                used_tokens: int, logprobs: dict | None = None,
+                error: dict | None = None) -> Callable[[AsyncSession], Awaitable[Any]]:
+        """The Node's end, written in the transaction that ends its work row (`queue.finish`):
+        dropped with it when a stop or a restart took the row meanwhile. Its streams read it once
+        that transaction committed."""
+        async def end(session: AsyncSession) -> None:
+            await loom_runs.end_within(session, node_id, attempt, status, text, logprobs, error, used_tokens)
+            publish_after_commit(session, self.feed, loom_topic(loom_id), CHANGED)
+        return end
 
     def failed(self, work: Work) -> queue.Result:
         """The platform failed to run the Node: it fails, keeping the text it saved, and costs nothing."""
@@ -112,6 +137,7 @@ class NodeHandler:
 
         async def fail_node(session: AsyncSession) -> None:
             await loom_runs.fail_growing_node_within(session, work.id, node)
+            publish_after_commit(session, self.feed, loom_topic(node_of(work)[0]), CHANGED)
 
         return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(work.request_id)), also=fail_node)
 
@@ -122,7 +148,9 @@ class NodeHandler:
         node = node_error(error, started=False)
 
         async def fail_node(session: AsyncSession) -> None:
-            await loom_runs.fail_queued_node_within(session, unusable.work_id, node)
+            if await loom_runs.fail_queued_node_within(session, unusable.work_id, node):
+                publish_after_commit(session, self.feed, loom_topic(await _loom_of(session, unusable.work_id)),
+                                     CHANGED)
 
         return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(unusable.request_id)),
                             also=fail_node)
@@ -141,10 +169,8 @@ def node_of(work: Work) -> tuple[uuid.UUID, uuid.UUID]:
     return uuid.UUID(names["loom_id"]), uuid.UUID(names["node_id"])
 
 
-def _ending(node_id: uuid.UUID, attempt: int, status: NodeStatus, text: str, *, used_tokens: int,
-            logprobs: dict | None = None, error: dict | None = None) -> Callable[[AsyncSession], Awaitable[Any]]:
-    """The Node's end, written in the transaction that ends its work row (`queue.finish`):
-    dropped with it when a stop or a restart took the row meanwhile."""
-    async def end(session: AsyncSession) -> None:
-        await loom_runs.end_within(session, node_id, attempt, status, text, logprobs, error, used_tokens)
-    return end
+async def _loom_of(session: AsyncSession, work_id: uuid.UUID) -> uuid.UUID:
+    """The Loom of a work row of kind `node`, read in the transaction that ends it."""
+    work = await session.get(Work, work_id)
+    assert work is not None, f"the work row {work_id} that this transaction ends is gone"
+    return node_of(work)[0]

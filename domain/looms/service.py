@@ -1,5 +1,8 @@
 """The Loom routes' logic: make, read, list, rename and pin, delete, stop, and Branch.
 
+Each change of a Loom's Nodes is told to the Loom's streams once it has committed
+(`_announced`: domain/looms/news.py), so they read it at once.
+
 A Branch is checked as a Job is when it is made: its fields as Completions
 checks them, the model, the spend stop, the Node's state and the Loom's
 room, and that the tokens can hold one Node's smallest request. It holds
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import datetime, timedelta
 from typing import Any, Awaitable, Callable
 
@@ -20,6 +24,7 @@ from domain.completions.validation import Msg, boolean, reject_unknown_fields, t
 from domain.looms import changes, files
 from domain.looms.branch import Branch, parse_branch
 from domain.looms.ids import parse_id
+from domain.looms.news import CHANGED, loom_topic
 from domain.looms.views import branch_json, deleted_json, loom_json, summary_json
 from domain.services import Services
 from ledger.work import looms
@@ -61,6 +66,11 @@ class LoomService:
     async def _write(self, function: Callable, *args: Any, **kwargs: Any) -> Any:
         async with self.services.ledger.write_sessions() as session:
             return await function(session, *args, **kwargs)
+
+    async def _announced(self, loom: uuid.UUID, payload: dict) -> dict:
+        """The answer of a change that committed, once the Loom's streams were told to read it."""
+        await self.services.feed.publish(loom_topic(loom), CHANGED)
+        return payload
 
     async def _read(self, function: Callable, *args: Any) -> Any:
         async with self.services.sessions() as session:
@@ -108,7 +118,8 @@ class LoomService:
         loom = parse_id(loom_id, "loom")
 
         async def delete_it() -> dict:
-            return deleted_json(await self._write(looms.delete_loom, loom, principal.user_id, self.clock()))
+            return await self._announced(loom, deleted_json(await self._write(looms.delete_loom, loom,
+                                                                              principal.user_id, self.clock())))
 
         return await self.once(principal, key, f"DELETE /v1/looms/{loom}", None, delete_it)
 
@@ -116,8 +127,8 @@ class LoomService:
         loom = parse_id(loom_id, "loom")
 
         async def stop() -> dict:
-            return loom_json(await self._write(looms.cancel_growing, loom, principal.user_id, self.clock(),
-                                               self.kept_for))
+            return await self._announced(loom, loom_json(await self._write(
+                looms.cancel_growing, loom, principal.user_id, self.clock(), self.kept_for)))
 
         return await self.once(principal, key, f"POST /v1/looms/{loom}/cancel", None, stop)
 
@@ -149,7 +160,7 @@ class LoomService:
             made = await self._write(looms.branch, loom, parent, principal.user_id, principal.key_id,
                                      branch.model, model.id, requests, branch.generation_config(), self.clock())
             self.services.wake_runner(WorkKind.node)
-            return branch_json(made)
+            return await self._announced(loom, branch_json(made))
 
         return await self.once(principal, key, f"POST /v1/looms/{loom}/nodes/{parent}/branch", body, grow)
 
@@ -175,22 +186,31 @@ class LoomService:
     # -- the tree's edits (domain/looms/changes.py): the same Idempotency-Key rule around each ---------
     # Their routes name the ids as the path gives them.
 
+    async def _changed(self, loom_id: str, change: Awaitable[dict]) -> dict:
+        payload = await change  # parsed the Loom's id: it is one
+        return await self._announced(parse_id(loom_id, "loom"), payload)
+
     async def new_root(self, loom_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/root", body,
-                               lambda: changes.new_root(self.services, loom_id, body, principal))
+                               lambda: self._changed(loom_id, changes.new_root(
+                                   self.services, loom_id, body, principal)))
 
     async def edit(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}", body,
-                               lambda: changes.edit(self.services, loom_id, node_id, body, principal))
+                               lambda: self._changed(loom_id, changes.edit(
+                                   self.services, loom_id, node_id, body, principal)))
 
     async def delete_node(self, loom_id: str, node_id: str, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"DELETE /v1/looms/{loom_id}/nodes/{node_id}", None,
-                               lambda: changes.delete_node(self.services, loom_id, node_id, principal))
+                               lambda: self._changed(loom_id, changes.delete_node(
+                                   self.services, loom_id, node_id, principal)))
 
     async def split(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}/split", body,
-                               lambda: changes.split(self.services, loom_id, node_id, body, principal))
+                               lambda: self._changed(loom_id, changes.split(
+                                   self.services, loom_id, node_id, body, principal)))
 
     async def sibling(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}/sibling", body,
-                               lambda: changes.sibling(self.services, loom_id, node_id, body, principal))
+                               lambda: self._changed(loom_id, changes.sibling(
+                                   self.services, loom_id, node_id, body, principal)))

@@ -31,7 +31,7 @@ NEAR_END = 0.9  # the notice shows from 90% of the tokens used
 RANGES = ("today", "last_7_days", "last_30_days", "this_month", "last_month")
 # The names that the page gives the sources (spec: "the API, the Playground, the Loom, Jobs, or Harvests").
 SOURCE_NAMES = {UsageSource.api: "api", UsageSource.job: "jobs", UsageSource.loom: "loom",
-                UsageSource.harvest: "harvests"}
+                UsageSource.harvest: "harvests", UsageSource.playground: "playground"}
 _COUNTED = (HoldState.settled, HoldState.held)  # a released Hold is no Completion
 
 

@@ -5,6 +5,8 @@
 | Other requests to /v1, per API key: 600 a minute        | check_key(key, "other")    |
 | Missing, wrong or revoked key, per address: 60 a minute | check_address(address)     |
 | Completions running 16 / waiting 64, per API key        | line(key)                  |
+| Runs, Completions, Jobs, Branches started in the App,   | check_app_user(user)       |
+|   per User: 600 a minute                                |                            |
 
 "Work" routes are POST /v1/completions, /v1/completion-jobs, /v1/harvest and
 Loom Branches; the caller classifies the route.
@@ -39,6 +41,8 @@ class TrafficSettings:
     key_other: BucketPolicy = BucketPolicy(600, 10.0)
     # 60 a minute: a burst of 60, then one a second.
     address: BucketPolicy = BucketPolicy(60, 1.0)
+    # What a User starts in the App: 600 a minute, apart from the keys' buckets.
+    app_user: BucketPolicy = BucketPolicy(600, 10.0)
     max_running: int = MAX_RUNNING
     max_waiting: int = MAX_WAITING
 
@@ -60,6 +64,11 @@ class Traffic:
         """Count one request with a missing, wrong or revoked key from
         `address`; RateLimited past 60 a minute."""
         await self._take(f"addr:{address}", self.settings.address, "address")
+
+    async def check_app_user(self, user_id: str) -> None:
+        """Count one piece of work that a User starts in the App (a Playground Run);
+        RateLimited past 600 a minute."""
+        await self._take(f"user:{user_id}:app", self.settings.app_user, "app")
 
     def line(self, key_id: str) -> AsyncContextManager[None]:
         """The key's place in the line of POST /v1/completions (QueueFull when full)."""

@@ -10,7 +10,7 @@ from typing import Literal
 
 from domain.errors import QueueFull, RateLimited
 
-BucketKind = Literal["work", "other", "address"]
+BucketKind = Literal["work", "other", "address", "app"]
 
 # The limit as the spec's Traffic table names it, per bucket.
 _LIMITS: dict[BucketKind, str] = {
@@ -20,6 +20,7 @@ _LIMITS: dict[BucketKind, str] = {
         "This address sent more than {n} requests to /v1 with a missing, wrong, "
         "or revoked API key in a minute."
     ),
+    "app": "You started more than {n} Runs, Completions, Jobs, and Branches in the App in a minute.",
 }
 _QUEUE_FULL = (
     "This API key has {running} Completions running and {waiting} waiting, "

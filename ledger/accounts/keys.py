@@ -58,10 +58,12 @@ TOO_MANY_KEYS = (
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a request acts for: the user and the key that authenticated it."""
+    """Who a request acts for: the user and the key that authenticated it. `key_id` is None for
+    the App's own work, a Playground Run, which uses no API key (spec: "Paused keys and
+    suspended access")."""
 
     user_id: uuid.UUID
-    key_id: uuid.UUID
+    key_id: uuid.UUID | None
     key_name: str
 
 
@@ -319,10 +321,11 @@ def _stale(last_used_at: datetime | None, now: datetime | None = None) -> bool:
     return last_used_at is None or (now or utcnow()) - last_used_at >= LAST_USED_RESOLUTION
 
 
-async def _touch(session: AsyncSession, key_id: uuid.UUID, last_used_at: datetime | None) -> None:
-    """Record the use when last_used_at is stale, then end the transaction."""
+async def _touch(session: AsyncSession, key_id: uuid.UUID | None, last_used_at: datetime | None) -> None:
+    """Record the use when last_used_at is stale, then end the transaction. A Principal without a
+    key (the App's own work) has no use to record."""
     now = utcnow()
-    if not _stale(last_used_at, now):
+    if key_id is None or not _stale(last_used_at, now):
         await session.rollback()
         return
     # The WHERE makes concurrent first uses write once, not once each.

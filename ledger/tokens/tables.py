@@ -46,6 +46,7 @@ class UsageSource(str, enum.Enum):
     job = "job"
     loom = "loom"
     harvest = "harvest"
+    playground = "playground"  # a Playground Run
 
 
 class Counting(str, enum.Enum):

@@ -86,7 +86,7 @@ def full_cap(counts: HarvestCounts, model_class: str, caps: HarvestCaps = CAPS) 
     return None
 
 
-async def counts(session: AsyncSession, user_id: uuid.UUID, key_id: uuid.UUID, model_class: str, now: datetime,
+async def counts(session: AsyncSession, user_id: uuid.UUID, key_id: uuid.UUID | None, model_class: str, now: datetime,
                  default_quota: int = DEFAULT_MONTHLY_QUOTA) -> HarvestCounts:
     """The numbers of the caps. The month leaves out harvests whose GPU run never started
     and that are no longer pending or running (a cancel while pending, a failure to start)."""
@@ -183,7 +183,7 @@ async def set_quota(session: AsyncSession, user_id: uuid.UUID, quota: int | None
 # -- the Runner's side: the run it follows and how far it got ----------------------------------------------
 
 
-def hold_ask(user_id: uuid.UUID, key_id: uuid.UUID, model_id: str, reserved_tokens: int,
+def hold_ask(user_id: uuid.UUID, key_id: uuid.UUID | None, model_id: str, reserved_tokens: int,
              request_id: str) -> HoldAsk:
     """The Hold a harvest takes when it starts: its prompts' tokens, no generated ones, never lowered."""
     return HoldAsk(user_id=user_id, key_id=key_id, model=model_id, prompt_tokens=reserved_tokens, choices=0,

@@ -6,9 +6,11 @@ Every state change is one short transaction that locks the row it changes:
   than the kind's `max_running` run (the `work_queues` row it locks makes
   that count exact across Runner replicas; `FOR UPDATE SKIP LOCKED` on the
   candidate lets them pass each other);
-- `renew` extends the leases of one Runner; `requeue` puts a row whose lease
-  expired, or that a stopping Runner gives up, back to `queued` and releases
-  its Hold, so the cut attempt costs nothing;
+- `renew` extends the leases of one Runner; `requeue` puts a row that a
+  stopping Runner gives up back to `queued` and releases its Hold, so the cut
+  attempt costs nothing; `recover_lapsed` does the same for a row whose lease
+  expired (its Runner died), or fails it where its kind's queue row says so
+  (a Playground Run keeps what it wrote), its Hold released too;
 - `finish` ends the attempt's Hold and writes the result in one transaction:
   a request is charged once, and a row with its answer never runs again;
 - `cancel` ends a queued row at once, and a running one with its whole Hold.
@@ -18,6 +20,7 @@ not state in a process, so a Runner can restart or run as several replicas.
 """
 from __future__ import annotations
 
+import enum
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -88,9 +91,10 @@ async def find(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, ki
 
 def _runnable(kind: WorkKind, model_ids: list[str]):
     """Queued, of a model this Runner serves, of a usable key (a paused key's work
-    waits) and of a User in good standing."""
+    waits) or of no key (a Playground Run), and of a User in good standing."""
+    usable_key = or_(col(Work.key_id).is_(None), col(ApiKey.status) == KeyStatus.active)
     return and_(col(Work.kind) == kind, col(Work.status) == WorkStatus.queued, col(Work.model_id).in_(model_ids),
-                col(ApiKey.status) == KeyStatus.active, col(User.standing) == Standing.active)
+                usable_key, col(User.standing) == Standing.active)
 
 
 async def queued_kinds(session: AsyncSession, kinds: list[WorkKind], model_ids: list[str]) -> set[WorkKind]:
@@ -127,7 +131,7 @@ async def claim(session: AsyncSession, kind: WorkKind, model_ids: list[str], own
     if running >= cap:
         await session.rollback()
         return []
-    query = (select(Work).join(ApiKey, col(ApiKey.id) == Work.key_id).join(User, col(User.id) == Work.user_id)
+    query = (select(Work).outerjoin(ApiKey, col(ApiKey.id) == Work.key_id).join(User, col(User.id) == Work.user_id)
              .where(_runnable(kind, model_ids))
              .order_by(*_claim_order(kind, fair))
              .limit(1 if fair else cap - running).with_for_update(of=table_of(Work), skip_locked=True))
@@ -212,31 +216,72 @@ async def running_of(session: AsyncSession, owner: str) -> set[uuid.UUID]:
     return ids
 
 
-async def expired(session: AsyncSession, now: datetime) -> list[uuid.UUID]:
-    """Running rows whose Runner stopped renewing: it died (kill -9, a lost node)."""
-    ids = list((await session.exec(select(Work.id).where(
+async def expired(session: AsyncSession, now: datetime) -> list[Work]:
+    """Running rows whose Runner stopped renewing: it died (kill -9, a lost node). Detached,
+    so that the caller can name each row's kind and ask its handler for a failure's result."""
+    rows = list((await session.exec(select(Work).where(
         Work.status == WorkStatus.running, col(Work.lease_until) < now))).all())
+    for work in rows:
+        session.expunge(work)
     await session.rollback()
-    return ids
+    return rows
 
 
 async def requeue(session: AsyncSession, work_id: uuid.UUID, now: datetime, owner: str | None = None) -> bool:
     """Back to `queued`, its Hold released: `owner`'s own row (a planned stop), or
     without an owner a row whose lease expired. False when neither holds any more."""
     work = await _locked(session, work_id)
-    if work is None:  # erased meanwhile (a deleted Loom's Node): nothing to put back
+    if work is None or not _cut(work, now, owner):
         await session.rollback()
         return False
+    await _back_to_queue(session, work, now)
+    return True
+
+
+class Recovered(str, enum.Enum):
+    """What became of a row whose lease lapsed."""
+
+    requeued = "requeued"
+    failed = "failed"
+
+
+async def recover_lapsed(session: AsyncSession, work_id: uuid.UUID, now: datetime,
+                         failed: Callable[[Work], Result] | None, kept_for: timedelta) -> Recovered | None:
+    """A row whose Runner died, by its kind's queue row (`fail_on_lost_lease`): back to `queued`
+    to run again (Jobs, Nodes, harvests), or ended with `failed(row)`, the result of its kind's
+    handler for work that the platform failed to run (a Playground Run: it keeps what it wrote).
+    Its Hold is released either way, so the cut attempt costs nothing. None when the row's lease
+    no longer lapsed (renewed, ended, erased meanwhile), or when it is to fail and no `failed`
+    was given (this Runner does not run its kind: a Runner that does will end it)."""
+    work = await _locked(session, work_id)
+    if work is None or not _cut(work, now, None):
+        await session.rollback()
+        return None
+    fails = (await session.exec(select(WorkQueue.fail_on_lost_lease).where(WorkQueue.kind == work.kind))).first()
+    if not fails:
+        await _back_to_queue(session, work, now)
+        return Recovered.requeued
+    if failed is None:
+        await session.rollback()
+        return None
+    await _end_attempt_hold(session, work, RELEASE, now)
+    await _end(session, work, failed(work), now, kept_for)
+    await session.commit()
+    return Recovered.failed
+
+
+def _cut(work: Work, now: datetime, owner: str | None) -> bool:
+    """Running, and either `owner`'s own (a planned stop) or, without an owner, past its lease."""
     mine = owner is not None and work.lease_owner == owner
     lapsed = owner is None and work.lease_until is not None and work.lease_until < now
-    if work.status != WorkStatus.running or not (mine or lapsed):
-        await session.rollback()
-        return False
+    return work.status == WorkStatus.running and (mine or lapsed)
+
+
+async def _back_to_queue(session: AsyncSession, work: Work, now: datetime) -> None:
     await _end_attempt_hold(session, work, RELEASE, now)
     work.status, work.lease_owner, work.lease_until, work.hold_id = WorkStatus.queued, "", None, None
     session.add(work)
     await session.commit()
-    return True
 
 
 # -- ends -------------------------------------------------------------------------------------------
@@ -307,8 +352,8 @@ async def cancel(session: AsyncSession, work_id: uuid.UUID, user_id: uuid.UUID, 
 
 async def _end_attempt_hold(session: AsyncSession, work: Work, end: HoldEnd, now: datetime) -> None:
     """The one place where the Hold of a background attempt ends, for every kind:
-    with its answer (`finish`), released (`requeue`), or whole (`cancel`), in
-    the transaction that changes the row."""
+    with its answer (`finish`), released (`requeue`, `recover_lapsed`), or whole
+    (`cancel`), in the transaction that changes the row."""
     if work.hold_id is None:
         return
     used = end.used
@@ -360,9 +405,10 @@ class Unusable:
 
 
 async def unusable_queued(session: AsyncSession, kind: WorkKind) -> list[Unusable]:
-    """Queued rows whose key was revoked or whose User was suspended: they never run."""
+    """Queued rows whose key was revoked or whose User was suspended: they never run. Work
+    without a key (a Playground Run) meets only the second."""
     query = (select(Work.id, Work.request_id, col(ApiKey.status))
-             .join(ApiKey, col(ApiKey.id) == Work.key_id).join(User, col(User.id) == Work.user_id)
+             .outerjoin(ApiKey, col(ApiKey.id) == Work.key_id).join(User, col(User.id) == Work.user_id)
              .where(Work.kind == kind, Work.status == WorkStatus.queued,
                     or_(col(ApiKey.status) == KeyStatus.revoked, col(User.standing) == Standing.suspended)))
     rows = (await session.exec(query)).all()
@@ -384,7 +430,7 @@ class Counts:
     kept_all: int
 
 
-async def _counts(session: AsyncSession, kind: WorkKind, user_id: uuid.UUID, key_id: uuid.UUID,
+async def _counts(session: AsyncSession, kind: WorkKind, user_id: uuid.UUID, key_id: uuid.UUID | None,
                   now: datetime) -> Counts:
     active = col(Work.status).in_([WorkStatus.queued, WorkStatus.running])
     kept = and_(col(Work.status).in_(ENDED), col(Work.result_expires_at) > now)

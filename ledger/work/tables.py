@@ -1,5 +1,5 @@
 """The tables of background work: the Runner's queues and work rows, harvests, Looms
-and their Nodes.
+and their Nodes, and the Playground's Runs.
 """
 from __future__ import annotations
 
@@ -64,6 +64,11 @@ class WorkQueue(SQLModel, table=True):
     fair_to_users: bool = Field(default=False, sa_column=Column(Boolean(), nullable=False, server_default=false()))
     # The last time a Runner of this kind checked in (GET /health shows it).
     polled_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    # What a row whose Runner died (its lease lapsed) becomes: back to `queued` to run again
+    # (Jobs, Nodes, harvests), or `failed`, keeping what it wrote (a Playground Run). Its Hold
+    # is released either way (spec: "When the API restarts").
+    fail_on_lost_lease: bool = Field(default=False, sa_column=Column(Boolean(), nullable=False,
+                                                                     server_default=false()))
 
 
 class Work(SQLModel, table=True):
@@ -80,7 +85,9 @@ class Work(SQLModel, table=True):
     id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
     kind: WorkKind = Field(sa_column=_state(WorkKind, "kind"))
     user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False))
-    key_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("api_keys.id"), nullable=False))
+    # The API key that made it; None for the App's own work (a Playground Run), which uses no key,
+    # so that a paused or revoked key does not touch it.
+    key_id: uuid.UUID | None = Field(default=None, sa_column=Column(Uuid(), ForeignKey("api_keys.id"), nullable=True))
     # The `model` of the request as it came (an id or an alias), as the Job shows it,
     # and the catalog id it resolved to: a Runner claims only work of models it serves.
     model: str = Field(sa_column=Column(String(200), nullable=False))
@@ -207,3 +214,89 @@ class LoomNode(SQLModel, table=True):
 
 Index("ix_loom_nodes_loom_id", table_of(LoomNode).c.loom_id)
 Index("ix_loom_nodes_work_id", table_of(LoomNode).c.work_id)
+
+
+# -- The Playground's Runs -------------------------------------------------------------------------
+
+
+class RunStatus(str, enum.Enum):
+    """A Run's status, in the words of the Usage page's Completions."""
+
+    queued = "queued"
+    running = "running"
+    completed = "completed"
+    failed = "failed"
+    stopped = "stopped"
+
+
+RUN_GROWING = (RunStatus.queued, RunStatus.running)
+
+
+class PlaygroundRun(SQLModel, table=True):
+    """One Completion that a User started in the App's Playground (spec: "Use the Playground").
+
+    Its `work` row (kind `run`, no API key) is what the Runner runs; the Run's own columns are
+    what a read shows, written while it streams. When its work row went back to `queued` (a
+    planned restart), a read shows it queued without text until it runs again from the beginning
+    (`ledger.work.runs.effective`). A deleted Run is gone for its User at once (`deleted_at`)
+    and erased 14 days later by the Runner's housekeeping.
+    """
+
+    __tablename__: ClassVar[str] = "playground_runs"
+
+    id: uuid.UUID = Field(default_factory=uuid7, sa_column=Column(Uuid(), primary_key=True))
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), nullable=False))
+    # 1, 2, 3... per User in the order started, never reused (`PlaygroundCounter`).
+    number: int = Field(sa_column=Column(Integer(), nullable=False))
+    # The Runs of one Run all share it; None for a Run started alone.
+    group_id: uuid.UUID | None = Field(default=None, sa_column=Column(Uuid(), nullable=True))
+    work_id: uuid.UUID = Field(sa_column=Column(Uuid(), nullable=False))
+    # The `model` of the request as it came, and the served name that its Completion answers with.
+    model: str = Field(sa_column=Column(String(200), nullable=False))
+    served_model: str = Field(default="", sa_column=Column(String(200), nullable=False, default=""))
+    # The exact body of POST /v1/completions that the Run runs, as JSON text.
+    request: str = Field(sa_column=Column(Text(), nullable=False))
+    status: RunStatus = Field(default=RunStatus.queued, sa_column=_state(RunStatus, "status"))
+    # The Completion as it grows: its id, its choices in the API's shape (JSON list), its usage
+    # (JSON, once Inference reported it) and the error object of a failed Run (JSON).
+    completion_id: str = Field(default="", sa_column=Column(String(64), nullable=False, default=""))
+    choices: str = Field(default="[]", sa_column=Column(Text(), nullable=False, default="[]"))
+    usage: str | None = Field(default=None, sa_column=Column(Text(), nullable=True))
+    error: str | None = Field(default=None, sa_column=Column(Text(), nullable=True))
+    # The attempt of the work row that writes the text: a cut attempt's late writes are dropped.
+    attempt: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))
+    # Prompt and generated tokens so far: what a stopped Run pays, as a cut stream does.
+    used_tokens: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))
+    created_at: datetime = Field(default_factory=utcnow, sa_column=_created_at())
+    started_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    finished_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    # Until when its Activations are kept (7 days after the Run ended); None: it read none.
+    activations_expire_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    deleted_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+
+
+_runs = table_of(PlaygroundRun).c
+Index("uq_playground_runs_user_id_number", _runs.user_id, _runs.number, unique=True)
+Index("ix_playground_runs_group_id", _runs.group_id)
+Index("ix_playground_runs_work_id", _runs.work_id)
+Index("ix_playground_runs_deleted_at", _runs.deleted_at)
+
+
+class PlaygroundActivations(SQLModel, table=True):
+    """A Run's Activations, as the API answers them (the spec's encoding, "Decode the tensor"):
+    apart from the Run's row, so that a list of Runs never reads them."""
+
+    __tablename__: ClassVar[str] = "playground_activations"
+
+    run_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("playground_runs.id"), primary_key=True))
+    data: str = Field(sa_column=Column(Text(), nullable=False))  # JSON: {"residual_stream": {...}}
+
+
+class PlaygroundCounter(SQLModel, table=True):
+    """The last number given to one User's Runs: taken under this row's lock, so two starts at once
+    never share a number, and kept when Runs are deleted or erased, so none is reused."""
+
+    __tablename__: ClassVar[str] = "playground_counters"
+
+    user_id: uuid.UUID = Field(sa_column=Column(Uuid(), ForeignKey("users.id"), primary_key=True))
+    last_number: int = Field(default=0, sa_column=Column(Integer(), nullable=False, default=0))

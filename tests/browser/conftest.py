@@ -200,10 +200,10 @@ class App:
     def new_email(self, tag: str) -> str:
         return f"{tag}-{uuid.uuid4().hex[:8]}@example.org"
 
-    def approved_user(self, tag: str) -> User:
+    def approved_user(self, tag: str, name: str | None = None) -> User:
         """A User with a password, made the quick way: the Application and the password through the
         /account routes, the approval by the admin command, its link from the mail."""
-        user = User(self.new_email(tag), f"Test {tag.title()}")
+        user = User(self.new_email(tag), name or f"Test {tag.title()}")
         with self.account() as http:
             answer = http.post("/account/applications", json={
                 "email": user.email, "name": user.name, "organization": "ACS tests",
@@ -288,10 +288,20 @@ class UI:
     folder: Path
     problems: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Addresses that the test opens for their 404 ("Page not found", the API's JSON 404): the
+    # console's "Failed to load resource" for them is the answer the test asked for.
+    misses: set[str] = field(default_factory=set)
 
     def open(self, path: str) -> Any:
         self.page.goto(self.app.url(path))
         return self.page
+
+    def open_missing(self, path: str) -> Any:
+        """Open an address that no page or route has; its answer, which must be a 404."""
+        self.misses.add(self.app.url(path))
+        answer = self.page.goto(self.app.url(path))
+        assert answer is not None and answer.status == 404, (path, answer and answer.status)
+        return answer
 
     def shoot(self, name: str) -> None:
         """Screenshot the page at both widths, and run axe-core at each."""
@@ -365,6 +375,7 @@ REPORT_VIOLATIONS = """document.addEventListener("securitypolicyviolation", (eve
 # The App reads its JSON routes' 4xx answers (a wrong password, a signed-out visitor's /account/me) and
 # shows them; Chromium still logs each as "Failed to load resource". Any other console error counts.
 HANDLED_ANSWER = re.compile(r"^Failed to load resource: the server responded with a status of 4\d\d\b")
+MISSED = "Failed to load resource: the server responded with a status of 404"
 PAGE_HEADERS = {"referrer-policy": "no-referrer", "x-content-type-options": "nosniff"}
 PAGE_POLICY = ("default-src 'self'", "frame-ancestors 'none'")
 
@@ -375,6 +386,8 @@ def _console_problem(ui: UI, message: Any) -> str | None:
     address = (message.location or {}).get("url") or ""
     path = urlsplit(address).path
     if HANDLED_ANSWER.match(message.text) and path.startswith((f"{PREFIX}/account/", f"{PREFIX}/v1/")):
+        return None
+    if message.text.startswith(MISSED) and address in ui.misses:
         return None
     return f"console error ({address or ui.page.url}): {message.text}"
 

@@ -56,6 +56,7 @@ LEFTOVER_QUERIES = {
     "App sessions": "SELECT id FROM app_sessions",
     "password links": "SELECT id FROM password_links",
     "Grants": "SELECT id FROM grants",
+    "Playground Runs": "SELECT id FROM playground_runs",
 }
 
 # One round trip for all of them: each case reads them twice.
@@ -67,6 +68,11 @@ KNOWN_IDS = text("SELECT kind, id::text FROM work WHERE user_id = :user AND kind
                  "UNION ALL SELECT 'nodes:' || n.loom_id::text, n.id::text FROM loom_nodes n "
                  "JOIN looms l ON l.id = n.loom_id WHERE l.user_id = :user AND l.deleted_at IS NULL "
                  "ORDER BY 2")  # ids are uuid7: in the order they were made, so a seed picks the same ones
+
+# Oldest first (uuid7), so that a seed picks the same ones.
+RUN_IDS = text("SELECT id::text FROM playground_runs WHERE user_id = :user AND deleted_at IS NULL "
+               "UNION SELECT DISTINCT group_id::text FROM playground_runs WHERE user_id = :user "
+               "AND group_id IS NOT NULL AND deleted_at IS NULL ORDER BY 1")
 
 
 @dataclass
@@ -161,6 +167,15 @@ class LiveServer:
             for kind, row_id in await connection.execute(KNOWN_IDS, {"user": self.api.id}):
                 found.setdefault(kind, []).append(row_id)
         return found
+
+    def run_ids(self) -> list[str]:
+        """The App User's Playground Runs and their groups, for path ids that reach past 404."""
+        return self.call(self._run_ids())
+
+    async def _run_ids(self) -> list[str]:
+        async with self.database.connect() as connection:
+            rows = await connection.execute(RUN_IDS, {"user": self.app.id})
+            return [row_id for (row_id,) in rows]
 
     def leftovers(self) -> dict[str, frozenset]:
         """The ids of every table that a refused request must leave as it was."""

@@ -4,7 +4,7 @@ document, so ROUTES below is theirs (from api/account/*.py), and a test holds it
 Each case sends one route a body made of its own field names (and sometimes unknown ones) with
 arbitrary JSON values: odd unicode, lone surrogates, huge numbers, nested objects, wrong types,
 missing fields; or a body that is no object, no JSON, or no UTF-8. Path ids are the App User's own
-key ids, random UUIDs or any text; the CSRF token is mostly right, sometimes missing or wrong. The
+key ids (and Playground Run and group ids, on the Runs' routes), random UUIDs or any text; the CSRF token is mostly right, sometimes missing or wrong. The
 session routes are sent by the App User's browser (signed in once for the whole run), sometimes by a
 browser without a session or with an API key. The access routes (apply, invites, sign-in, sign-out,
 password links) are sent by a browser without a session, so that no case ends the App User's.
@@ -33,9 +33,10 @@ from tests.fuzz.conftest import EXAMPLES, SEED, TALLY, LiveServer, check_error_o
 @dataclass(frozen=True)
 class Route:
     method: str
-    path: str  # {key_id} and {token} are path ids
+    path: str  # {key_id}, {run_id}, {group_id} and {token} are path ids
     fields: tuple[str, ...] = ()  # of the JSON body (POST) or of the query (GET)
     session: bool = True  # a signed-in route; False: an access route, sent without a session
+    required: tuple[str, ...] = ()  # query fields that every case sends
 
 
 FORM = ("name", "organization", "planned_usage", "agree_to_rules", "how_you_heard", "links", "expected_tokens")
@@ -50,9 +51,21 @@ ROUTES = [
     Route("GET", "/account/usage", ("range", "from", "to", "key", "model")),
     Route("GET", "/account/notice"),
     Route("GET", "/account/models"),
+    Route("GET", "/account/models/{model_id:model_id}/status"),
     Route("GET", "/account/token-requests"),
     Route("POST", "/account/token-requests", ("tokens", "models", "project", "planned_usage",
                                               "how_you_got_the_number", "results", "links", "when_needed")),
+    Route("GET", "/account/runs"),
+    Route("POST", "/account/runs", ("requests",)),
+    Route("GET", "/account/runs/export", ("format", "ids", "every")),
+    # Always with ids, never the App User's own: no Runner runs here, so a stream of its queued
+    # Runs would follow them for as long as they wait (the page closes it; a fuzz case cannot).
+    Route("GET", "/account/runs/stream", ("ids",), required=("ids",)),
+    Route("POST", "/account/runs/groups/{group_id}/stop"),
+    Route("GET", "/account/runs/{run_id}"),
+    Route("GET", "/account/runs/{run_id}/activations"),
+    Route("POST", "/account/runs/{run_id}/stop"),
+    Route("DELETE", "/account/runs/{run_id}"),
     Route("POST", "/account/applications", ("email", *FORM), session=False),
     Route("GET", "/account/invites/{token}", session=False),
     Route("POST", "/account/invites/{token}", FORM, session=False),
@@ -90,6 +103,16 @@ PLAUSIBLE = {
     "from": st.dates(date(1, 1, 1), date(9999, 12, 31)).map(date.isoformat),
     "to": st.dates(date(1, 1, 1), date(9999, 12, 31)).map(date.isoformat),
     "key": st.uuids().map(str), "model": st.sampled_from(["tiny-llama", "llama-8b", "nope"]),
+    # A Playground start: bodies of POST /v1/completions, some of them to be refused.
+    "requests": st.lists(st.fixed_dictionaries(
+        {"model": st.sampled_from(["tiny-llama", "llama-8b", "nope"]), "prompt": WORDS | LONG,
+         "max_tokens": st.integers(-1, 40)},
+        optional={"n": st.integers(0, 3), "logprobs": st.integers(-1, 6), "temperature": st.floats() | JSON_VALUES,
+                  "stream": st.booleans(), "echo": st.booleans(), "seed": HUGE, "stop": JSON_VALUES}),
+        max_size=7),
+    "format": st.sampled_from(["json", "jsonl", "text", "csv", ""]),
+    "every": st.sampled_from(["true", "false", "yes", ""]),
+    "ids": st.lists(st.uuids().map(str), min_size=1, max_size=3).map(",".join) | WORDS,
 }
 
 
@@ -105,8 +128,11 @@ class Attempt:
     who: str  # "browser" (the route's own), "no session", or "api key"
 
 
-def path_ids(key_ids: list[str]) -> st.SearchStrategy[str]:
-    return (st.sampled_from(key_ids) | st.uuids().map(str) | st.text(max_size=40)
+def path_ids(own_ids: list[str]) -> st.SearchStrategy[str]:
+    # One of the User's own ids by a number, not sampled_from: the Runs come and go between cases,
+    # and a draw must ask the same of Hypothesis each time (its replay checks it).
+    own = st.integers(0, 2**20).map(lambda number: own_ids[number % len(own_ids)])
+    return (own | st.uuids().map(str) | st.text(max_size=40)
             ).map(lambda value: urllib.parse.quote(value, safe="") or "%20")
 
 
@@ -139,14 +165,18 @@ def bodies(draw: Any, fields: tuple[str, ...]) -> bytes | None:
 
 
 @st.composite
-def attempts(draw: Any, route: Route, key_ids: list[str]) -> Attempt:
+def attempts(draw: Any, route: Route, own_ids: list[str]) -> Attempt:
     path = route.path
-    for name in ("{key_id}", "{token}"):
+    for name in ("{key_id}", "{run_id}", "{group_id}", "{token}"):
         if name in path:
-            path = path.replace(name, draw(path_ids(key_ids)))
+            path = path.replace(name, draw(path_ids(own_ids)))
+    if "{model_id:model_id}" in path:  # a served model's id, alias or name, or any text
+        model = draw(st.sampled_from(["tiny-llama", "llama-8b", "nope"]) | st.text(max_size=40))
+        path = path.replace("{model_id:model_id}", urllib.parse.quote(model, safe="/") or "%20")
     query, body = {}, None
     if route.method == "GET":
         names = draw(st.lists(st.sampled_from(route.fields), unique=True)) if route.fields else []
+        names += [name for name in route.required if name not in names]
         query = {name: draw(PLAUSIBLE.get(name, WORDS) | WORDS) for name in names}
         if draw(st.integers(0, 5)) == 0:
             query[draw(WORDS)] = draw(WORDS)
@@ -179,7 +209,8 @@ def test_the_table_has_every_account_route(fuzz_server: LiveServer) -> None:
 @given(data=st.data())
 def test_account_routes(route: Route, data: st.DataObject, fuzz_server: LiveServer, app_browser: httpx.Client,
                         stranger: httpx.Client) -> None:
-    attempt = data.draw(attempts(route, fuzz_server.app.key_ids), label="request")
+    own_ids = fuzz_server.app.key_ids + (fuzz_server.run_ids() if "/runs/" in route.path else [])
+    attempt = data.draw(attempts(route, own_ids), label="request")
     browser = app_browser if route.session and attempt.who != "no session" else stranger
     before = fuzz_server.leftovers()
     answer = send(browser, attempt, fuzz_server)

@@ -188,7 +188,7 @@ async def test_after_a_key_sign_in_opens_usage(fake_stack):
     browser = await browser_client(fake_stack)
     answer = await browser.post("/account/sign-in", json={"email": user.email, "password": PASSWORD},
                                 headers={"X-CSRF-Token": browser.cookies["acs_csrf"]})
-    assert answer.json()["next"] == "/usage" and answer.json()["user"]["has_key"] is True
+    assert answer.json()["next"] == "/playground" and answer.json()["user"]["has_key"] is True
 
 
 async def test_a_wrong_password_or_an_unknown_email_is_one_401(fake_stack):

@@ -225,4 +225,16 @@ async def test_the_routes_take_a_session(fake_stack):
 async def test_models_for_the_filters(fake_stack):
     account = await sign_in(fake_stack, key_name=None)
     models = (await account.ok("GET", "/account/models"))["data"]
-    assert models == [{"id": MODEL, "name": models[0]["name"]}] and models[0]["name"]
+    assert [(m["id"], m["default"]) for m in models] == [(MODEL, True)] and models[0]["name"]
+    # The Playground checks its settings against the model's limits, as GET /v1/models lists them.
+    assert models[0]["capabilities"]["n_layers"] == 4 and models[0]["capabilities"]["max_logprobs"] > 0
+
+
+async def test_a_models_status_for_the_playground(fake_stack):
+    """The Playground's model-start line reads GET /v1/models/{model}/status with the session."""
+    assert_error(await fake_stack.http.get("/account/models/llama-8b/status"), 401, "session_ended")
+    account = await sign_in(fake_stack, key_name=None)
+    status = await account.ok("GET", "/account/models/llama-8b/status")
+    assert status["id"] == MODEL and status["object"] == "model.status" and isinstance(status["warm"], bool)
+    answer = await account.call("GET", "/account/models/gpt-2/status")
+    assert_error(answer, 400, "model_not_found")

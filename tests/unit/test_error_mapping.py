@@ -115,6 +115,8 @@ CASES = [
          Said(400, "invalid_request", "Say what the tokens are for.", "project")),
     Case(ledger.TokenRequestWaiting("One at a time."),
          Said(409, "token_request_waiting", "One at a time.", headers=NO_RETRY)),
+    # The App's Playground Runs.
+    Case(ledger.RunNotFound("You have no Run with the id 1."), Said(404, None, "You have no Run with the id 1.")),
     # The engine and its checks.
     Case(EngineRefused("Layer 40 is not there.", "output_residual_stream"),
          Said(400, "invalid_request", "Layer 40 is not there.", "output_residual_stream")),

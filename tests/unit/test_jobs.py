@@ -21,6 +21,7 @@ from sqlmodel import select
 
 from cluster.composition import build_runner, compose
 from deployments.background.runner import Runner
+from domain.feeds import Feed
 from ledger.store.coltypes import utcnow
 from ledger.tokens.grants import set_allowance
 from ledger.accounts.keys import Principal, authenticate, set_key_status, set_standing
@@ -47,13 +48,15 @@ class Jobs:
     stack: Any
     runners: list[Runner]
 
-    def runner(self, **settings: Any) -> Runner:
-        """A Runner of its own process identity (its own leases and Holds)."""
+    def runner(self, feed: Feed | None = None, **settings: Any) -> Runner:
+        """A Runner of its own process identity (its own leases and Holds); `feed` its own, where a
+        test joins it to the routes through Redis as another process's would be."""
         base = self.stack.services
         config = base.settings.model_copy(update={**FAST, **settings})
         clients = {model_id: gateway.client for model_id, gateway in base.gateways.items()}
+        # Its feed is the routes' own, as Redis joins a Runner's replica to the ingress's.
         services = compose(config, base.catalog, clients, base.sessions.kw["bind"], tokenizers=base.tokenizers,
-                           counts=base.counts)
+                           counts=base.counts, feed=feed or base.feed)
         # The models' places and breakers are the ingress's own: one process in tests.
         runner = build_runner(dataclasses.replace(services, gateways=base.gateways))
         runner.start()
@@ -589,7 +592,7 @@ async def test_health_shows_the_runner_and_work_that_no_runner_takes(jobs: Jobs)
     health = (await jobs.stack.http.get("/health")).json()
     validate(health, "Health")
     assert health["wrapper"]["runners"] == [{"name": name, "running": 0, "seconds_since_poll": None}
-                                            for name in ("harvests", "jobs", "nodes")]  # the kinds the platform runs
+                                            for name in ("harvests", "jobs", "nodes", "runs")]  # the kinds it runs
     assert (health["status"], health["degraded_reasons"]) == ("degraded", ["runner_stale:jobs"])
     jobs.runner()
     await jobs.wait(job["id"], "succeeded")

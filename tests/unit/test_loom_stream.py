@@ -1,32 +1,38 @@
 """GET /v1/looms/{loom_id}/stream (spec: "Follow a Loom as a stream"), in process on SQLite.
 
 No Runner runs here: a Branch's Nodes stay queued, and the tests grow them by
-writing their rows, as a running Node writes them (domain/looms/handler.py). The
-stream is read as it goes, through a transport that hands each piece of the
+writing their rows and telling the Loom's topic, as a running Node does
+(domain/looms/handler.py, domain/looms/news.py). The stream is read as it goes, through a transport that hands each piece of the
 body over when the app sends it and tells the app when the client went away
 (httpx's own ASGITransport answers only once the app has ended).
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from typing import Any, AsyncIterator
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from api.errors_http import INTERNAL
+from domain.feeds import InProcessFeed, RedisFeed
 from domain.looms import stream as loom_stream
+from domain.looms.news import CHANGED, TextSoFar, loom_topic
 from ledger.work import looms
 from ledger.store.coltypes import utcnow
 from ledger.work.tables import Loom, LoomNode, NodeStatus, Work, WorkStatus
 from tests.conftest import new_key
 from tests.spec import assert_error, validate
+from tests.waiting import wait_until
 from tests.unit.test_jobs import jobs  # noqa: F401 - the fixture: the fake stack's own Runners
 
+REDIS_URL = "redis://127.0.0.1:6379/0"
 DONE = "[DONE]"
 KEEPALIVE = ": keepalive"
 BRANCH = {"model": "llama-8b", "max_tokens": 2, "seed": 7}
@@ -95,26 +101,46 @@ class LiveASGITransport(httpx.AsyncBaseTransport):
 
 
 class Events:
-    """A stream's events as they come: each Node event validated against the Node schema."""
+    """A stream's events as they come: each Node event validated against the Node schema.
+
+    A task reads the body into a queue, so a wait for an event that never comes times out and
+    fails its test (cancelling a read of the body itself would not end it)."""
+
+    END = object()  # the body ended
 
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
         self.keepalives = 0
-        self._blocks = self._each_block()
+        self._blocks: asyncio.Queue = asyncio.Queue()
+        self.reader = asyncio.create_task(self._read())
 
-    async def _each_block(self) -> AsyncIterator[str]:
+    async def _read(self) -> None:
         buffer = ""
-        async for piece in self.response.aiter_text():
-            buffer += piece
-            while "\n\n" in buffer:
-                block, buffer = buffer.split("\n\n", 1)
-                yield block
-        assert buffer == "", buffer  # the body ends with a whole event
+        try:
+            async for piece in self.response.aiter_text():
+                buffer += piece
+                while "\n\n" in buffer:
+                    block, buffer = buffer.split("\n\n", 1)
+                    self._blocks.put_nowait(block)
+            assert buffer == "", buffer  # the body ends with a whole event
+            self._blocks.put_nowait(self.END)
+        except Exception as error:  # noqa: BLE001 - the test's next wait raises it
+            self._blocks.put_nowait(error)
+
+    async def _block(self, timeout_s: float) -> Any:
+        block = await asyncio.wait_for(self._blocks.get(), timeout_s)
+        if isinstance(block, Exception):
+            raise block
+        return block
 
     async def next(self, timeout_s: float = 5.0) -> Any:
-        """The next event's data: a Node or an error object as JSON, or DONE."""
+        """The next event's data: a Node or an error object as JSON, or DONE, within `timeout_s`
+        (keepalives do not extend it)."""
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + timeout_s
         while True:
-            block = await asyncio.wait_for(anext(self._blocks), timeout_s)
+            block = await self._block(max(deadline - clock(), 0.0))
+            assert block is not self.END, "the body ended before the event"
             if block == KEEPALIVE:
                 self.keepalives += 1
                 continue
@@ -134,8 +160,7 @@ class Events:
         events = []
         while not events or events[-1] != DONE:
             events.append(await self.next())
-        with pytest.raises(StopAsyncIteration):
-            await asyncio.wait_for(anext(self._blocks), 5)
+        assert await self._block(5) is self.END
         return events
 
 
@@ -154,18 +179,32 @@ async def branch(stack: Any, loom: dict, parent_id: str, **fields: Any) -> list[
     return r.json()["data"]
 
 
-async def write_node(stack: Any, node_id: str, status: NodeStatus, text: str, logprobs: dict | None = None) -> None:
-    """The Node's row as its run writes it, its work row in step (a running Node's row is running)."""
+async def write_node(stack: Any, node_id: str, status: NodeStatus, text: str, logprobs: dict | None = None, *,
+                     attempt: int | None = None, tell: bool = True) -> None:
+    """The Node's row as its run writes it, its work row in step (a running Node's row is running),
+    and then, as the writers of a Loom do once they committed, the Loom's topic told to read it
+    (`tell=False`: a change that no message tells, which the stream's catch-up finds)."""
     async with stack.services.sessions() as session:
         node = await session.get(LoomNode, uuid.UUID(node_id))
         node.status, node.text = status, text
         node.logprobs = None if logprobs is None else json.dumps(logprobs)
+        if attempt is not None:
+            node.attempt = attempt
         session.add(node)
         if node.work_id is not None:
             work = await session.get(Work, node.work_id)
             work.status = WORK_OF[status]
             session.add(work)
         await session.commit()
+        loom_id = node.loom_id
+    if tell:
+        await stack.services.feed.publish(loom_topic(loom_id), CHANGED)
+
+
+async def tell_text(stack: Any, loom: dict, node_id: str, text: str, attempt: int = 1) -> None:
+    """What the Runner tells as a Node's text grows, before the ledger holds it."""
+    await stack.services.feed.publish(loom_topic(uuid.UUID(loom["id"])),
+                                      TextSoFar(uuid.UUID(node_id), attempt, text).message())
 
 
 async def requeue_work(stack: Any, node_id: str) -> None:
@@ -194,20 +233,30 @@ async def read_nodes(stack: Any, loom: dict) -> list[dict]:
 
 
 class Live:
-    """A client whose streams are read as they go; `opened` is the last one."""
+    """A client whose streams are read as they go (`opened`: each of them)."""
 
     def __init__(self, stack: Any) -> None:
         self.stack = stack
         self.transport = LiveASGITransport(stack.app)
         self.http = httpx.AsyncClient(transport=self.transport, base_url="http://api.test", timeout=30)
+        self.opened: list[Events] = []
 
     async def open(self, loom: dict, key: str | None = None) -> tuple[httpx.Response, Events]:
         headers = {"Authorization": f"Bearer {key or self.stack.key}"}
         request = self.http.build_request("GET", f"/v1/looms/{loom['id']}/stream", headers=headers)
         response = await self.http.send(request, stream=True)
-        return response, Events(response)
+        events = Events(response)
+        self.opened.append(events)
+        return response, events
 
     async def aclose(self) -> None:
+        # A stream that a failed test left open goes away too, so that its app ends.
+        for events in self.opened:
+            events.reader.cancel()
+            with contextlib.suppress(BaseException):
+                await events.reader
+            with contextlib.suppress(Exception):
+                await events.response.aclose()
         await self.http.aclose()
 
 
@@ -296,7 +345,9 @@ async def test_a_node_that_did_not_change_is_not_sent_again(fake_stack, live):
     assert states(await events.rest()) == [(first["id"], "completed", " A"), (second["id"], "failed", ""), DONE]
 
 
+@pytest.mark.settings(stream_catch_up_s=0.25)
 async def test_a_node_that_a_restart_put_back_is_sent_queued_without_its_text(fake_stack, live):
+    """A restart tells no stream (the Runner puts the row back): the stream's catch-up finds it."""
     loom = await make_loom(fake_stack)
     (node,) = await branch(fake_stack, loom, loom["nodes"][0]["id"])
     await write_node(fake_stack, node["id"], NodeStatus.running, " The")
@@ -331,21 +382,51 @@ async def test_a_branch_that_another_client_starts_is_seen(fake_stack, live):
     assert rest[-1] == DONE
 
 
-@pytest.mark.postgres
-@pytest.mark.fake(delay_s=0.1)
-async def test_the_stream_follows_a_node_that_the_runner_grows(fake_stack, jobs, live):
-    """On the Runner and the fake engine (a token each 0.1 s): the text grows from event to event."""
-    jobs.runner()
-    loom = await make_loom(fake_stack)
-    (node,) = await branch(fake_stack, loom, loom["nodes"][0]["id"], max_tokens=12)
+async def follow_a_node_that_the_runner_grows(stack: Any, live: Live) -> None:
+    """The Runner grows a Node on the fake engine (a token each 0.1 s) while the stream follows it:
+    the stream catches up only once an hour, so each event is one the Runner told."""
+    loom = await make_loom(stack)
+    (node,) = await branch(stack, loom, loom["nodes"][0]["id"], max_tokens=12)
     _, events = await live.open(loom)
     sent = [event for event in await events.rest() if event != DONE and event["id"] == node["id"]]
     running = [event["text"] for event in sent if event["status"] == "running"]
-    assert len(running) >= 3 and running[-1]
-    assert all(later.startswith(earlier) for earlier, later in zip(running, running[1:]))
+    so_far = ["".join(f" t{1000 + i}" for i in range(n)) for n in range(13)]  # "" once it started
+    # Each token an event of its own, none missed, from where the stream came in (the Runner may
+    # have started the Node before the stream's first read).
+    assert running == so_far[so_far.index(running[0]):] and len(running) >= 10
     assert sent[-1]["status"] == "completed"
-    assert sent[-1]["text"] == "".join(f" t{1000 + i}" for i in range(12))
-    assert sent[-1] == (await read_nodes(fake_stack, loom))[1]
+    assert sent[-1]["text"] == so_far[12]
+    assert sent[-1] == (await read_nodes(stack, loom))[1]
+
+
+@pytest.mark.postgres
+@pytest.mark.fake(delay_s=0.1)
+@pytest.mark.settings(stream_catch_up_s=3600)
+async def test_the_stream_follows_a_node_that_the_runner_grows(fake_stack, jobs, live):
+    """In one process: the Runner's feed is the routes' (the embedded default)."""
+    jobs.runner()
+    await follow_a_node_that_the_runner_grows(fake_stack, live)
+
+
+@pytest.mark.postgres
+@pytest.mark.fake(delay_s=0.1)
+@pytest.mark.settings(stream_catch_up_s=3600)
+async def test_on_redis_the_stream_hears_a_runner_of_another_process(fake_stack, jobs, live):
+    """The Runner's replica and the ingress's, each with its feed over its own Redis connections."""
+    prefix = f"test:feed:{uuid.uuid4().hex}:"
+    clients = [aioredis.Redis.from_url(REDIS_URL) for _ in range(2)]
+    routes_feed, runner_feed = (RedisFeed(client, prefix=prefix) for client in clients)
+    fake_stack.replace_services(feed=routes_feed)
+    try:
+        jobs.runner(feed=runner_feed)
+        await follow_a_node_that_the_runner_grows(fake_stack, live)
+    finally:
+        for runner in jobs.runners:
+            await runner.stop()
+        for feed in (routes_feed, runner_feed):
+            await feed.aclose()
+        for client in clients:
+            await client.aclose()
 
 
 async def test_keepalives_while_nothing_changes(fake_stack, live):
@@ -381,6 +462,7 @@ async def error_event(events: Events) -> dict:
     return error
 
 
+@pytest.mark.settings(stream_catch_up_s=0.25)  # the catch-up reads, and fails
 async def test_an_unexpected_read_failure_is_the_500_error_object_then_done(fake_stack, live, monkeypatch):
     loom = await make_loom(fake_stack)
     await branch(fake_stack, loom, loom["nodes"][0]["id"])
@@ -393,6 +475,7 @@ async def test_an_unexpected_read_failure_is_the_500_error_object_then_done(fake
                               "retryable": False, "request_id": request_id}, "request_id": request_id}
 
 
+@pytest.mark.settings(stream_catch_up_s=0.25)  # the catch-up reads, and fails
 async def test_a_mapped_read_failure_is_its_own_error_object(fake_stack, live, monkeypatch):
     loom = await make_loom(fake_stack)
     await branch(fake_stack, loom, loom["nodes"][0]["id"])
@@ -404,6 +487,7 @@ async def test_a_mapped_read_failure_is_its_own_error_object(fake_stack, live, m
         "db_pool_exhausted", "service_unavailable", response.headers["x-request-id"])
 
 
+@pytest.mark.settings(stream_catch_up_s=0.25)  # the catch-up reads, and fails
 async def test_a_loom_deleted_mid_stream_ends_with_its_404_error_object(fake_stack, live):
     loom = await make_loom(fake_stack)
     await branch(fake_stack, loom, loom["nodes"][0]["id"])
@@ -416,40 +500,171 @@ async def test_a_loom_deleted_mid_stream_ends_with_its_404_error_object(fake_sta
                              "request_id": response.headers["x-request-id"]}
 
 
-async def test_the_stream_stops_reading_when_the_client_goes_away(fake_stack, live, monkeypatch):
+@pytest.mark.settings(stream_catch_up_s=0.1)
+async def test_the_stream_stops_reading_and_leaves_its_topic_when_the_client_goes_away(fake_stack, live,
+                                                                                       monkeypatch):
     loom = await make_loom(fake_stack)
     await branch(fake_stack, loom, loom["nodes"][0]["id"])
     reads = fail_reads_after(monkeypatch, 10**6, RuntimeError("never"))
     response, events = await live.open(loom)
     await events.take(2)
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.5)
+    assert len(reads) >= 2  # it caught up meanwhile
+    assert feed_of(fake_stack).subscribers(loom_topic(uuid.UUID(loom["id"]))) == 1
     await response.aclose()  # waits until the app has ended
     assert live.transport.apps[-1].done()
+    assert feed_of(fake_stack).subscribers(loom_topic(uuid.UUID(loom["id"]))) == 0
     after_close = len(reads)
-    await asyncio.sleep(0.8)
+    await asyncio.sleep(0.5)
     assert len(reads) == after_close
 
 
-async def reads_in(stack: Any, live: Live, monkeypatch: pytest.MonkeyPatch, seconds: float) -> int:
+async def test_a_stream_that_ended_left_its_topic(fake_stack, live):
+    loom = await make_loom(fake_stack)
+    _, events = await live.open(loom)
+    assert await events.rest() == [loom["nodes"][0], DONE]
+    assert feed_of(fake_stack).subscribers(loom_topic(uuid.UUID(loom["id"]))) == 0
+
+
+def feed_of(stack: Any) -> InProcessFeed:
+    feed = stack.services.feed
+    assert isinstance(feed, InProcessFeed)  # the test stacks have no Redis
+    return feed
+
+
+async def open_counting_reads(stack: Any, live: Live, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict, Events,
+                                                                                               list[int]]:
+    """A Loom with one queued Node, its stream open past the first events; the reads counted from there
+    (the stream's, and the test's own reads through the API)."""
     loom = await make_loom(stack)
-    await branch(stack, loom, loom["nodes"][0]["id"])
+    (node,) = await branch(stack, loom, loom["nodes"][0]["id"])
     reads = fail_reads_after(monkeypatch, 10**6, RuntimeError("never"))
-    response, events = await live.open(loom)
+    _, events = await live.open(loom)
     await events.take(2)
-    before = len(reads)
-    await asyncio.sleep(seconds)
-    count = len(reads) - before
-    await response.aclose()
-    return count
+    reads.clear()
+    return loom, node, events, reads
 
 
-async def test_the_stream_reads_its_loom_every_250_ms(fake_stack, live, monkeypatch):
-    assert 4 <= await reads_in(fake_stack, live, monkeypatch, 1.5) <= 7
+# -- pushed, not polled ------------------------------------------------------------------------------
+# With the catch-up an hour away, only what the writers tell moves the stream.
+
+@pytest.mark.settings(stream_catch_up_s=3600)
+async def test_a_node_s_text_comes_as_the_runner_tells_it_without_a_read(fake_stack, live, monkeypatch):
+    loom, node, events, reads = await open_counting_reads(fake_stack, live, monkeypatch)
+    loop = asyncio.get_running_loop()
+    for text in ("", " The", " The sky", " The sky is"):
+        told = loop.time()
+        await tell_text(fake_stack, loom, node["id"], text)
+        event = await events.next(timeout_s=2)
+        assert (event["id"], event["status"], event["text"]) == (node["id"], "running", text)
+        assert loop.time() - told < 0.5
+    assert reads == []  # none: the text came in the messages
+    # The ledger catches up, and says so: one read, which finds nothing new to send.
+    await write_node(fake_stack, node["id"], NodeStatus.running, " The sky is")
+    await wait_until(lambda: len(reads) == 1)
+    assert (await read_nodes(fake_stack, loom))[1] == event  # as a read of the running Node shows it
+    await write_node(fake_stack, node["id"], NodeStatus.completed, " The sky is", LOGPROBS)
+    last, done = await events.rest()  # the running Node was not sent again
+    assert last == (await read_nodes(fake_stack, loom))[1] and done == DONE
 
 
-@pytest.mark.settings(loom_stream_poll_s=0.1)
-async def test_the_poll_is_a_setting(fake_stack, live, monkeypatch):
-    assert 10 <= await reads_in(fake_stack, live, monkeypatch, 1.5) <= 16
+@pytest.mark.settings(stream_catch_up_s=3600)
+async def test_a_change_that_is_told_is_read_at_once_and_nothing_else_is_read(fake_stack, live, monkeypatch):
+    loom, node, events, reads = await open_counting_reads(fake_stack, live, monkeypatch)
+    await asyncio.sleep(1.0)
+    assert reads == []  # no poll
+    loop = asyncio.get_running_loop()
+    told = loop.time()
+    await write_node(fake_stack, node["id"], NodeStatus.completed, " Blue")
+    assert states(await events.rest()) == [(node["id"], "completed", " Blue"), DONE]
+    assert loop.time() - told < 0.5
+    assert len(reads) == 1
+
+
+@pytest.mark.settings(stream_catch_up_s=0.25)
+async def test_what_no_message_tells_comes_with_the_catch_up(fake_stack, live, monkeypatch):
+    loom, node, events, reads = await open_counting_reads(fake_stack, live, monkeypatch)
+    await asyncio.sleep(1.5)
+    assert 4 <= len(reads) <= 7  # every 250 ms
+    await write_node(fake_stack, node["id"], NodeStatus.completed, " Unsaid", tell=False)
+    assert states(await events.rest()) == [(node["id"], "completed", " Unsaid"), DONE]
+
+
+@pytest.mark.settings(stream_catch_up_s=3600)
+async def test_the_ledger_behind_a_told_text_takes_no_text_back(fake_stack, live):
+    """The Runner writes a Node's text up to 100 ms after it told it: a read in between holds less."""
+    loom = await make_loom(fake_stack)
+    (node,) = await branch(fake_stack, loom, loom["nodes"][0]["id"])
+    _, events = await live.open(loom)
+    await events.take(2)
+    await tell_text(fake_stack, loom, node["id"], " The sky")
+    assert states([await events.next()]) == [(node["id"], "running", " The sky")]
+    await write_node(fake_stack, node["id"], NodeStatus.running, " The", attempt=1)  # read: behind
+    await tell_text(fake_stack, loom, node["id"], " The")  # an old message, or a repeated one
+    await tell_text(fake_stack, loom, node["id"], " The sky is")
+    assert states([await events.next()]) == [(node["id"], "running", " The sky is")]
+    await write_node(fake_stack, node["id"], NodeStatus.completed, " The sky is blue")
+    assert states(await events.rest()) == [(node["id"], "completed", " The sky is blue"), DONE]
+
+
+@pytest.mark.settings(stream_catch_up_s=3600)
+async def test_a_message_after_the_node_ended_changes_nothing(fake_stack, live):
+    loom = await make_loom(fake_stack)
+    first, second = await branch(fake_stack, loom, loom["nodes"][0]["id"], n=2)
+    _, events = await live.open(loom)
+    await events.take(3)
+    # A stop: the ledger keeps the text it saved; the Runner's late message comes after.
+    await write_node(fake_stack, first["id"], NodeStatus.cancelled, " Sa", attempt=1)
+    assert states([await events.next()]) == [(first["id"], "cancelled", " Sa")]
+    await tell_text(fake_stack, loom, first["id"], " Saved and more")
+    await tell_text(fake_stack, loom, second["id"], " Other")
+    assert states([await events.next()]) == [(second["id"], "running", " Other")]  # not the late one
+    await write_node(fake_stack, second["id"], NodeStatus.completed, " Other")
+    assert states(await events.rest()) == [(second["id"], "completed", " Other"), DONE]
+
+
+@pytest.mark.settings(stream_catch_up_s=3600)
+async def test_a_restart_s_next_attempt_starts_the_text_again_and_the_cut_one_is_not_heard(fake_stack, live):
+    loom = await make_loom(fake_stack)
+    (node,) = await branch(fake_stack, loom, loom["nodes"][0]["id"])
+    await write_node(fake_stack, node["id"], NodeStatus.running, " The", attempt=1)
+    _, events = await live.open(loom)
+    assert states(await events.take(2))[1] == (node["id"], "running", " The")
+    await tell_text(fake_stack, loom, node["id"], " The sky", attempt=1)
+    assert states([await events.next()]) == [(node["id"], "running", " The sky")]
+    await requeue_work(fake_stack, node["id"])  # reads as queued, without text
+    await fake_stack.services.feed.publish(loom_topic(uuid.UUID(loom["id"])), CHANGED)
+    assert states([await events.next()]) == [(node["id"], "queued", "")]
+    await tell_text(fake_stack, loom, node["id"], " The sky is", attempt=1)  # the cut attempt, late
+    await tell_text(fake_stack, loom, node["id"], "", attempt=2)
+    assert states([await events.next()]) == [(node["id"], "running", "")]
+    await tell_text(fake_stack, loom, node["id"], " A", attempt=2)
+    assert states([await events.next()]) == [(node["id"], "running", " A")]
+    await write_node(fake_stack, node["id"], NodeStatus.completed, " Again", attempt=2)
+    assert states(await events.rest()) == [(node["id"], "completed", " Again"), DONE]
+
+
+@pytest.mark.settings(stream_catch_up_s=3600)
+async def test_a_message_of_a_node_not_read_yet_reads_the_loom(fake_stack, live):
+    """Another client's Branch, whose answer the stream did not hear: its first text reads the Loom."""
+    loom = await make_loom(fake_stack)
+    root = loom["nodes"][0]["id"]
+    (mine,) = await branch(fake_stack, loom, root)
+    _, events = await live.open(loom)
+    await events.take(2)
+    untold = fake_stack.services.feed
+    fake_stack.replace_services(feed=InProcessFeed())  # the Branch below tells no one this stream hears
+    (theirs,) = await branch(fake_stack, loom, root)
+    fake_stack.replace_services(feed=untold)
+    await write_node(fake_stack, theirs["id"], NodeStatus.running, "", attempt=1, tell=False)
+    await tell_text(fake_stack, loom, theirs["id"], " Theirs")
+    assert states([await events.next()]) == [(theirs["id"], "running", " Theirs")]  # the read, and the text
+    await tell_text(fake_stack, loom, theirs["id"], " Theirs!")
+    assert states([await events.next()]) == [(theirs["id"], "running", " Theirs!")]
+    await write_node(fake_stack, mine["id"], NodeStatus.completed, " Mine")
+    await write_node(fake_stack, theirs["id"], NodeStatus.completed, " Theirs!")
+    assert states(await events.rest()) == [(mine["id"], "completed", " Mine"),
+                                           (theirs["id"], "completed", " Theirs!"), DONE]
 
 
 # -- 404 before the stream starts -------------------------------------------------------------------

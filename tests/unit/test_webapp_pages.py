@@ -231,3 +231,6 @@ def test_setup_copies_the_vendor_modules_the_import_map_names() -> None:
         assert name in setup
         if name != "axe.min.js":
             assert f"app-static/vendor/{name}" in (STATIC / "index.html").read_text()
+    # The Playground's Activations chart imports the zstd decoder by its path when it opens.
+    assert '"$WEBAPP/node_modules/fzstd/esm/index.mjs" "$VENDOR/fzstd.js"' in setup
+    assert '"../../vendor/fzstd.js"' in (STATIC / "js" / "playground" / "activations.js").read_text()

@@ -3,22 +3,26 @@ import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { navigate, useRoute } from "./router.js";
+import { lastAddress } from "./playground/address.js";
 import { loadUser } from "./session.js";
 import { PublicFrame, Shell } from "./shell.js";
 
-// path -> [module under pages/, the document title, signed in?]
+// path -> [module under pages/, the document title, signed in?]; signed in null: either
+// frame, as the User is (the App's "Page not found", for every other path).
 const ROUTES = {
   "/sign-in": ["sign_in", "Sign in", false],
   "/apply": ["apply", "Apply for access", false],
   "/set-password": ["password", "Set your password", false],
   "/reset-password": ["password", "Choose a new password", false],
   "/forgot-password": ["forgot_password", "Reset your password", false],
+  "/playground": ["playground", "Playground", true],
   "/api-keys": ["api_keys", "API Keys", true],
   "/usage": ["usage", "Usage", true],
   "/usage/request": ["token_request", "Request more tokens", true],
   "/profile": ["profile", "Profile", true],
   "/jobs": ["jobs", "Jobs", true],
 };
+const NOT_FOUND = ["not_found", "Page not found", null];
 const modules = {};
 
 function usePage(name) {
@@ -43,15 +47,22 @@ function Loading() {
 function Home() {
   useEffect(() => {
     loadUser({ quiet401: true })
-      .then((user) => navigate(user.has_key ? "/usage" : "/api-keys", { replace: true }))
+      .then((user) => navigate(user.has_key ? lastAddress() : "/api-keys", { replace: true }))
       .catch(() => navigate("/sign-in", { replace: true }));
   }, []);
   return html`<${PublicFrame}><h1 class="visually-hidden">ACS Infra</h1><${Loading} /></${PublicFrame}>`;
 }
 
-function NotFound() {
-  return html`<${PublicFrame}><div class="card"><h1>This page is not in the App</h1>
-    <p><a href="usage">Open Usage</a></p></div></${PublicFrame}>`;
+// In the signed-in frame for a User with a session, in the public frame for anyone else.
+function EitherFrame({ route, Page }) {
+  const [user, setUser] = useState(undefined);
+  useEffect(() => {
+    loadUser({ quiet401: true }).then(setUser, () => setUser(null));
+  }, []);
+  const content = Page ? html`<${Page} route=${route} user=${user} />` : html`<${Loading} />`;
+  if (user === undefined) return html`<${PublicFrame}><h1 class="visually-hidden">ACS Infra</h1><${Loading} /></${PublicFrame}>`;
+  if (user) return html`<${Shell} path=${route.path} user=${user}>${content}</${Shell}>`;
+  return html`<${PublicFrame}>${content}</${PublicFrame}>`;
 }
 
 function SignedIn({ route, Page }) {
@@ -65,13 +76,14 @@ function SignedIn({ route, Page }) {
 
 function App() {
   const route = useRoute();
-  const entry = ROUTES[route.path];
+  const home = route.path === "/";
+  const entry = home ? null : ROUTES[route.path] || NOT_FOUND;
   const Page = usePage(entry ? entry[0] : null);
   useEffect(() => {
     if (entry) document.title = `${entry[1]} · ACS Infra`;
   }, [route.path]);
-  if (route.path === "/") return html`<${Home} />`;
-  if (!entry) return html`<${NotFound} />`;
+  if (home) return html`<${Home} />`;
+  if (entry[2] === null) return html`<${EitherFrame} route=${route} Page=${Page} />`;
   if (entry[2]) return html`<${SignedIn} route=${route} Page=${Page} />`;
   return html`<${PublicFrame}>${Page ? html`<${Page} route=${route} />` : html`<${Loading} />`}</${PublicFrame}>`;
 }

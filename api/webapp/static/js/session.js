@@ -1,5 +1,6 @@
 // The signed-in User, read once from account/me and kept for the page's life.
 import { api } from "./api.js";
+import { forgetLastAddress, forgetPlayground } from "./playground/address.js";
 
 let me = null;
 let pending = null;
@@ -8,7 +9,9 @@ export function currentUser() {
   return me;
 }
 
+/** A new sign-in: Playground in the navigation opens a fresh Playground again. */
 export function setUser(user) {
+  forgetLastAddress();
   me = user;
   pending = null;
 }
@@ -27,5 +30,6 @@ export async function signOut() {
   } finally {
     me = null;
     sessionStorage.clear();
+    forgetPlayground();
   }
 }

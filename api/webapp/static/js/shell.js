@@ -7,9 +7,13 @@ import { docs, SUPPORT_EMAIL } from "./config.js";
 import { Link } from "./components/link.js";
 import { Menu } from "./components/menu.js";
 import { NoticeContext } from "./notice.js";
+import { lastAddress } from "./playground/address.js";
+import { linkClick } from "./router.js";
 import { signOut } from "./session.js";
 
+// Playground opens the address that this browser used last (its settings, Single or Compare).
 const NAV = [
+  { to: lastAddress, label: "Playground", match: (path) => path === "/playground" },
   { to: "/usage", label: "Usage", match: (path) => path.startsWith("/usage") },
   { to: "/jobs", label: "Jobs" },
   { to: "/api-keys", label: "API Keys" },
@@ -70,17 +74,22 @@ function Navigation({ path, user }) {
     { label: "Profile", to: "/profile" },
     { label: "Sign out", onSelect: leave },
   ];
+  // A name may be 200 characters: cut to the navigation's width, whole in the title and the menu's name.
+  const who = user.name || user.email;
   return html`<nav class="nav" aria-label="The App">
     <ul class="nav-pages">
       ${NAV.map((item) => {
         const current = item.match ? item.match(path) : path === item.to;
-        return html`<li><${Link} to=${item.to} class="nav-link" aria-current=${current ? "page" : undefined}>${item.label}</${Link}></li>`;
+        // The Playground's last address changes while its page is open: read it at the click.
+        const fresh = typeof item.to === "function"
+          ? { onClick: (event) => { event.currentTarget.setAttribute("href", item.to().replace(/^\//, "")); linkClick(event); } } : {};
+        return html`<li><${Link} to=${typeof item.to === "function" ? item.to() : item.to} ...${fresh} class="nav-link" aria-current=${current ? "page" : undefined}>${item.label}</${Link}></li>`;
       })}
     </ul>
     <ul class="nav-more">
       <li><a class="nav-link" href=${docs()} target="_blank" rel="noopener">Docs</a></li>
       <li><${Menu} label="Support" items=${support} class="nav-menu" align="start" /></li>
-      <li><${Menu} label=${user.name || user.email} ariaLabel=${`${user.name || user.email}: account menu`}
+      <li><${Menu} label=${html`<span class="cut">${who}</span>`} title=${who} ariaLabel=${`${who}: account menu`}
         items=${account} class="nav-menu nav-user" align="start" /></li>
     </ul>
   </nav>`;

@@ -39,6 +39,7 @@ export function splitError(error, fields) {
   return { field: {}, form: error.message };
 }
 
+/** The form's message; it takes the focus after a failed submit (components/form.js). */
 export function FormError({ message }) {
-  return message ? html`<p class="form-error" role="alert">${message}</p>` : null;
+  return message ? html`<p class="form-error" role="alert" tabindex="-1">${message}</p>` : null;
 }

@@ -8,7 +8,7 @@ import { linkClick } from "../router.js";
 
 let next = 0;
 
-export function Menu({ label, ariaLabel, items, class: className = "", align = "end", floating = false }) {
+export function Menu({ label, ariaLabel, title, items, class: className = "", align = "end", floating = false }) {
   const [open, setOpen] = useState(false);
   const button = useRef(null);
   const list = useRef(null);
@@ -71,7 +71,7 @@ export function Menu({ label, ariaLabel, items, class: className = "", align = "
   const shown = items.filter(Boolean);
   return html`<div class=${`menu ${className}`}>
     <button type="button" ref=${button} class="menu-button" aria-haspopup="menu" aria-expanded=${open ? "true" : "false"}
-      aria-controls=${id} aria-label=${ariaLabel} onClick=${() => (open ? close() : show(true))} onKeyDown=${onButtonKey}>
+      aria-controls=${id} aria-label=${ariaLabel} title=${title} onClick=${() => (open ? close() : show(true))} onKeyDown=${onButtonKey}>
       ${label}
     </button>
     <ul id=${id} ref=${list} role="menu" class=${`menu-list menu-${align}${floating ? " menu-floating" : ""}`} hidden=${!open} onKeyDown=${onListKey}

@@ -5,6 +5,7 @@ import { api } from "../api.js";
 import { docs } from "../config.js";
 import { Dialog } from "../components/dialog.js";
 import { Field, FormError, splitError } from "../components/field.js";
+import { Form } from "../components/form.js";
 import { number, when } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Menu } from "../components/menu.js";
@@ -52,7 +53,7 @@ function NameDialog({ open, title, button, initial, onSave, onClose }) {
   }
   const errors = splitError(error, ["name"]);
   return html`<${Dialog} open=${open} title=${title} onCancel=${onClose}>
-    <form onSubmit=${submit} noValidate>
+    <${Form} onSubmit=${submit}>
       <${Field} label="Name" value=${name} onInput=${setName} maxlength="32" required autocomplete="off"
         hint="Up to 32 characters, such as laptop." error=${errors.field.name} />
       <${FormError} message=${errors.form} />
@@ -60,7 +61,7 @@ function NameDialog({ open, title, button, initial, onSave, onClose }) {
         <button type="button" onClick=${onClose}>Cancel</button>
         <button type="submit" class="primary" disabled=${busy || !name.trim()}>${button}</button>
       </div>
-    </form>
+    </${Form}>
   </${Dialog}>`;
 }
 
@@ -127,6 +128,7 @@ function RevokeDialog({ keyRow, onRevoke, onClose }) {
   useEffect(() => setError(null), [keyRow]);
   async function revoke() {
     setBusy(true);
+    setError(null);
     try {
       await onRevoke(keyRow);
     } catch (failure) {
@@ -136,12 +138,14 @@ function RevokeDialog({ keyRow, onRevoke, onClose }) {
     }
   }
   return html`<${Dialog} open=${Boolean(keyRow)} title=${keyRow ? `Revoke ${keyRow.name}?` : "Revoke"} onCancel=${onClose}>
-    <p>Requests with the key get 401 at once. You cannot undo a revoke.</p>
-    <${FormError} message=${error} />
-    <div class="actions actions-end">
-      <button type="button" onClick=${onClose}>Cancel</button>
-      <button type="button" class="danger" disabled=${busy} onClick=${revoke}>Revoke key</button>
-    </div>
+    <${Form} onSubmit=${revoke}>
+      <p>Requests with the key get 401 at once. You cannot undo a revoke.</p>
+      <${FormError} message=${error} />
+      <div class="actions actions-end">
+        <button type="button" onClick=${onClose}>Cancel</button>
+        <button type="submit" class="danger" disabled=${busy}>Revoke key</button>
+      </div>
+    </${Form}>
   </${Dialog}>`;
 }
 

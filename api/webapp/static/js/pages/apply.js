@@ -3,6 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { Checkbox, Field, FormError, splitError } from "../components/field.js";
+import { Form } from "../components/form.js";
 import { Link } from "../components/link.js";
 import { navigate } from "../router.js";
 
@@ -106,7 +107,7 @@ export default function Apply({ route }) {
     <h1>Apply for access</h1>
     <p>${invite ? "You have an invite: set up your account, then choose your password."
       : "An admin approves each User of ACS Infra. Apply once; you get an email when they decide."}</p>
-    <form onSubmit=${submit} noValidate>
+    <${Form} onSubmit=${submit}>
       <${Field} label="Email" type="email" autocomplete="email" required value=${form.email} onInput=${set("email")}
         readonly=${Boolean(invite)} error=${errors.email} />
       <${Field} label="Name" autocomplete="name" required value=${form.name} onInput=${set("name")} error=${errors.name} />
@@ -127,7 +128,7 @@ export default function Apply({ route }) {
       <div class="actions">
         <button type="submit" class="primary" disabled=${busy}>${invite ? "Set up my account" : "Apply for access"}</button>
       </div>
-    </form>
+    </${Form}>
     <p class="aside">Approved already? <${Link} to="/sign-in">Sign in</${Link}></p>
   </section>`;
 }

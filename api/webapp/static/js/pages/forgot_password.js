@@ -3,6 +3,7 @@ import { useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { Field, FormError, splitError } from "../components/field.js";
+import { Form } from "../components/form.js";
 import { Link } from "../components/link.js";
 
 export default function ForgotPassword({ route }) {
@@ -37,13 +38,13 @@ export default function ForgotPassword({ route }) {
   return html`<section class="card">
     <h1>Reset your password</h1>
     <p>Enter your email. The App sends a link to choose a password.</p>
-    <form onSubmit=${submit} noValidate>
+    <${Form} onSubmit=${submit}>
       <${Field} label="Email" type="email" autocomplete="email" required value=${email} onInput=${setEmail} error=${errors.field.email} />
       <${FormError} message=${errors.form} />
       <div class="actions">
         <button type="submit" class="primary" disabled=${busy}>Send the link</button>
         <${Link} to="/sign-in">Sign in</${Link}>
       </div>
-    </form>
+    </${Form}>
   </section>`;
 }

@@ -3,6 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { Field, FormError, splitError } from "../components/field.js";
+import { Form } from "../components/form.js";
 import { Link } from "../components/link.js";
 
 const WORDS = {
@@ -71,13 +72,13 @@ export default function Password({ route }) {
   const errors = splitError(error || link.error, ["password"]);
   return html`<section class="card">
     <h1>${text.title}</h1>
-    ${link.email ? html`<p>For <strong>${link.email}</strong></p>` : null}
-    <form onSubmit=${submit} noValidate>
+    ${link.email ? html`<p class="break">For <strong>${link.email}</strong></p>` : null}
+    <${Form} onSubmit=${submit}>
       <input type="email" name="username" autocomplete="username" value=${link.email || ""} hidden readonly />
       <${Field} label=${text.label} type="password" autocomplete="new-password" required minlength="8"
         hint="At least 8 characters." value=${password} onInput=${setPassword} error=${errors.field.password} />
       <${FormError} message=${errors.form} />
       <div class="actions"><button type="submit" class="primary" disabled=${busy}>${text.button}</button></div>
-    </form>
+    </${Form}>
   </section>`;
 }

@@ -3,6 +3,7 @@ import { useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { FormError } from "../components/field.js";
+import { Form } from "../components/form.js";
 import { PageHeader } from "../notice.js";
 
 export default function Profile({ user }) {
@@ -32,10 +33,12 @@ export default function Profile({ user }) {
     <section class="panel narrow" aria-labelledby="password-title">
       <h2 id="password-title">Password</h2>
       <p>The App emails you a link to choose a new password. A new password signs you out everywhere.</p>
-      <div class="actions">
-        <button type="button" disabled=${busy} onClick=${reset}>Reset your password</button>
-        <span role="status" class="success-text">${sent || ""}</span>
-      </div>
-      <${FormError} message=${error} />
+      <${Form} onSubmit=${reset}>
+        <div class="actions">
+          <button type="submit" disabled=${busy}>Reset your password</button>
+          <span role="status" class="success-text">${sent || ""}</span>
+        </div>
+        <${FormError} message=${error} />
+      </${Form}>
     </section>`;
 }

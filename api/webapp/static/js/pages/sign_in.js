@@ -3,6 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { Field, FormError } from "../components/field.js";
+import { Form } from "../components/form.js";
 import { Link } from "../components/link.js";
 import { navigate, safeNext } from "../router.js";
 import { setUser } from "../session.js";
@@ -43,7 +44,7 @@ export default function SignIn({ route }) {
   return html`<section class="card">
     <h1>Sign in</h1>
     ${ended ? html`<p class="info" role="status">Your session has ended.</p>` : null}
-    <form onSubmit=${submit} noValidate>
+    <${Form} onSubmit=${submit}>
       <${Field} label="Email" type="email" autocomplete="email" required value=${email} onInput=${setEmail} />
       <${Field} label="Password" type="password" autocomplete="current-password" required value=${password} onInput=${setPassword} />
       <${FormError} message=${message} />
@@ -51,7 +52,7 @@ export default function SignIn({ route }) {
         <button type="submit" class="primary" disabled=${busy || wait > 0}>Sign in</button>
         <${Link} to="/forgot-password">Forgot password?</${Link}>
       </div>
-    </form>
+    </${Form}>
     <p class="aside">No account yet? <${Link} to="/apply">Apply for access</${Link}></p>
   </section>`;
 }

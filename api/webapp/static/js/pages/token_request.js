@@ -3,6 +3,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { Field, FormError, splitError } from "../components/field.js";
+import { Form } from "../components/form.js";
 import { compact, day } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { PageHeader } from "../notice.js";
@@ -100,7 +101,7 @@ export default function TokenRequest() {
       <section class="panel" aria-labelledby="request-form-title">
         <h2 id="request-form-title" class="visually-hidden">Your request</h2>
         <p>An admin decides from your answers. An approval is a Grant to your Budget. <${Link} to="/usage">Usage</${Link}> shows what you have left.</p>
-        <form onSubmit=${submit} noValidate>
+        <${Form} onSubmit=${submit}>
           <${Field} label="Tokens" required value=${form.tokens} onInput=${set("tokens")} hint="A number, such as 50K or 2.5M."
             error=${errors.tokens} autocomplete="off" />
           <${Models} models=${models} chosen=${form.models} onChange=${set("models")} error=${errors.models} />
@@ -116,7 +117,7 @@ export default function TokenRequest() {
             <button type="submit" class="primary" disabled=${busy}>Send request</button>
             <span role="status" class="success-text">${sent ? "Request sent." : ""}</span>
           </div>
-        </form>
+        </${Form}>
       </section>
       <section class="panel" aria-labelledby="requests-title">
         <h2 id="requests-title">Your requests</h2>

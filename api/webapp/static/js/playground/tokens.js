@@ -1,0 +1,110 @@
+// A choice's text, token by token (spec: "Read tokens and the heatmap"): with log probabilities
+// each token is a button (one tab stop; the arrow keys move, Enter or a select shows the likeliest
+// tokens there), the Heatmap colours it by its probability in five bands, and ⏎ and ⇥ mark a line
+// break and a tab with CSS, so that a copy of the text leaves the marks out.
+import { useRef } from "preact/hooks";
+import { html } from "../html.js";
+
+export const BANDS = [
+  [0.9, "90% or more"], [0.5, "50% to 90%"], [0.1, "10% to 50%"], [0.01, "1% to 10%"], [0, "Under 1%"],
+];
+
+export function band(logprob) {
+  const p = Math.exp(logprob);
+  return BANDS.findIndex(([floor]) => p >= floor);
+}
+
+/** 45.2%, 3.14%, 0.0079%: two significant digits at least, however unlikely the token. */
+export function percent(logprob) {
+  const p = Math.exp(logprob) * 100;
+  if (p >= 99.95) return "100%";
+  if (p >= 10) return `${p.toFixed(1)}%`;
+  if (p >= 1) return `${p.toFixed(2)}%`;
+  if (p >= 1e-6) return `${Number(p.toPrecision(2))}%`;
+  return "under 0.000001%";
+}
+
+/** A token's text with its marks: each line break after a ⏎, each tab after a ⇥ (both drawn by
+ * CSS, never in the text). */
+export function Marked({ text }) {
+  const parts = [];
+  let plain = "";
+  for (const char of text) {
+    if (char === "\n" || char === "\t") {
+      if (plain) parts.push(plain);
+      plain = "";
+      parts.push(html`<span class=${char === "\n" ? "mark-newline" : "mark-tab"} aria-hidden="true"></span>${char}`);
+    } else plain += char;
+  }
+  if (plain) parts.push(plain);
+  return parts;
+}
+
+/** The tokens of a choice with their log probabilities, or null when it has none. */
+export function tokensOf(choice) {
+  const logprobs = choice && choice.logprobs;
+  if (!logprobs || !Array.isArray(logprobs.tokens) || !logprobs.tokens.length) return null;
+  return logprobs.tokens.map((token, i) => ({
+    token, logprob: logprobs.token_logprobs ? logprobs.token_logprobs[i] : null,
+    top: logprobs.top_logprobs ? logprobs.top_logprobs[i] : null,
+  }));
+}
+
+export function Legend() {
+  return html`<ul class="heat-legend" aria-label="Heatmap">
+    ${BANDS.map(([, label], i) => html`<li><span class=${`heat heat-${i} swatch-heat`} aria-hidden="true"></span>${label}</li>`)}
+  </ul>`;
+}
+
+/** The text of a choice. `selected` is the index of the token whose likeliest tokens show. */
+export function TokenText({ choice, heatmap, selected, onSelect, label }) {
+  const list = useRef(null);
+  const tokens = tokensOf(choice);
+  if (!tokens) return html`<div class="run-text" aria-label=${label}><${Marked} text=${choice.text || ""} /></div>`;
+  const focusAt = (index) => {
+    const buttons = list.current ? list.current.querySelectorAll("button.tok") : [];
+    const clamped = Math.max(0, Math.min(buttons.length - 1, index));
+    if (buttons[clamped]) buttons[clamped].focus();
+  };
+  function onKey(event, index) {
+    const moves = { ArrowRight: index + 1, ArrowLeft: index - 1, ArrowDown: index + 1, ArrowUp: index - 1, Home: 0, End: tokens.length - 1 };
+    if (event.key in moves) {
+      event.preventDefault();
+      focusAt(moves[event.key]);
+    }
+  }
+  // One tab stop: the selected token, else the first.
+  const stop = selected !== null && selected !== undefined && selected < tokens.length ? selected : 0;
+  return html`<div class="run-text run-tokens" ref=${list} role="group" aria-label=${label}>
+    ${tokens.map((t, i) => {
+      const heat = heatmap && t.logprob !== null && t.logprob !== undefined ? ` heat heat-${band(t.logprob)}` : "";
+      const name = t.logprob === null || t.logprob === undefined ? t.token : `${t.token}, ${percent(t.logprob)}`;
+      return html`<button type="button" class=${`tok${heat}`} tabindex=${i === stop ? "0" : "-1"}
+        aria-pressed=${selected === i ? "true" : "false"} aria-label=${name} title=${t.logprob === null || t.logprob === undefined ? undefined : percent(t.logprob)}
+        onClick=${() => onSelect(selected === i ? null : i)} onKeyDown=${(event) => onKey(event, i)}><${Marked} text=${t.token} /></button>`;
+    })}
+  </div>`;
+}
+
+/** The likeliest tokens at one place, each a button that runs on from it in a new Run. */
+export function Alternatives({ tokens, index, onChoose, onClose, busy }) {
+  const at = tokens[index];
+  if (!at) return null;
+  const top = Object.entries(at.top || {}).sort((a, b) => b[1] - a[1]);
+  if (!top.some(([token]) => token === at.token) && at.logprob !== null) top.push([at.token, at.logprob]);
+  return html`<section class="alternatives" aria-label=${`The likeliest tokens at token ${index + 1}`}>
+    <div class="alternatives-head">
+      <h4>The likeliest tokens at token ${index + 1}</h4>
+      <button type="button" class="link-button" onClick=${onClose}>Close</button>
+    </div>
+    <p class="hint">Select another token to cut the text there, put it in, and run on from it in a new Run.</p>
+    <ul>
+      ${top.map(([token, logprob]) => html`<li>
+        <button type="button" class=${`alt${token === at.token ? " alt-chosen" : ""}`} disabled=${busy || token === at.token}
+          onClick=${() => onChoose(index, token)}>
+          <span class="alt-token mono"><${Marked} text=${token} /></span><span class="alt-p">${percent(logprob)}</span>
+        </button>
+      </li>`)}
+    </ul>
+  </section>`;
+}
