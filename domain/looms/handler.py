@@ -7,8 +7,9 @@ beginning (`ledger.work.loom_runs.start`), and every write of the Node is
 conditioned on that attempt, so a stop keeps the text it saw and a cut
 attempt's late writes are dropped. The Node's end is written in the
 transaction that ends its work row and its Hold (`queue.Result.also`), so a
-Node ends with its charge or not at all. The Hold settles as a stream's does
-(`CompletionService.stream_in_background`): a stopped Node pays for the
+Node ends with its charge or not at all. The Hold ends where every background
+attempt's Hold ends (`ledger.work.queue.finish` → `_end_attempt_hold`): charged
+for the tokens the Node used, as a stream's is; a stopped Node pays for the
 text it grew, by the stop's own transaction (`ledger.work.looms.cancel_growing`).
 
 The Loom's streams hear of the Node on the feed (domain/looms/news.py): its start and

@@ -5,8 +5,9 @@ The work row (kind `run`) names the Run and holds no API key: the Run acts for i
 a paused or revoked key does not touch it. Each attempt starts the Run again from the beginning
 (`ledger.work.runs.start`: a planned restart runs it again), and every write is conditioned on
 that attempt. The Run's end is written in the transaction that ends its work row and its Hold
-(`queue.Result.also`). The Hold, with the source `playground`, settles as a stream's does; a
-stopped Run pays for what it grew, by the stop's own transaction (`ledger.work.runs.stop`).
+(`queue.Result.also`). The Hold, with the source `playground`, ends where every background
+attempt's Hold ends (`ledger.work.queue.finish` → `_end_attempt_hold`), charged as a stream's is;
+a stopped Run pays for what it grew, by the stop's own transaction (`ledger.work.runs.stop`).
 
 A Run whose Runner died fails instead of running again (its queue row's `fail_on_lost_lease`):
 `failed(work)` keeps the text it saved, and the released Hold makes it cost nothing.
