@@ -572,3 +572,19 @@ async def test_the_stream_is_pushed_each_piece_of_text_and_reads_the_ledger_when
         await asyncio.gather(reading, return_exceptions=True)
         await updates.aclose()
     assert services.feed.subscribers(run_topic(made.id)) == 0  # the stream left its topic
+
+
+@pytest.mark.fake(delay_s=0.02)
+async def test_stop_all_stops_a_group_whose_runs_are_running_and_each_pays_what_it_grew(
+        playground: Playground) -> None:
+    answer = await playground.start(*[{**SKY, "max_tokens": 400, "seed": seed} for seed in range(6)])
+    started = answer["runs"]
+    playground.runner()
+    for run in started:
+        await playground.wait(run["id"], "running", text=True)
+    stopped = await playground.account.ok("POST", f"/account/runs/groups/{started[0]['group_id']}/stop")
+    assert [run["status"] for run in stopped["data"]] == ["stopped"] * 6
+    for run in stopped["data"]:
+        assert text_of(run) and fake_text(400).startswith(text_of(run))
+        (hold,) = await playground.run_holds(run["id"])
+        assert (hold.state, hold.used) == (HoldState.settled, run["used_tokens"])
