@@ -8,7 +8,6 @@ goes out with the next JSON answer instead.
 """
 from __future__ import annotations
 
-import contextlib
 import uuid
 
 from fastapi import APIRouter, Request, Response
@@ -17,12 +16,10 @@ from api.account.session import AccountDep
 from api.admin import bodies
 from api.auth import services_of
 from api.body import read_json
-from api.completions.streaming import event_stream
 from api.errors_http import request_id_of
-from api.looms.stream import in_stream_error
+from api.follow_stream import follow_stream
 from domain.completions.validation import bad_value
 from domain.playground import export, service, stream
-from domain.playground.stream import ReadFailed, Update
 
 router = APIRouter(prefix="/runs")
 IDS = "Run ids separated by commas, such as 01a12e70-9370-7a9b-87d6-4c3d2621969e"
@@ -69,19 +66,7 @@ async def follow_runs(request: Request, account: AccountDep):
     bodies.read_query(request, ("ids",))
     services = services_of(request)
     updates = await stream.follow(services, account.user_id, _ids(request, stream.MOST_FOLLOWED))
-    request_id = request_id_of(request)
-
-    async def documents():
-        # A client that went away closes this at an event: the updates end there too, reading no more.
-        async with contextlib.aclosing(updates):
-            async for update in updates:
-                yield _document(update, request_id)
-
-    return event_stream(documents(), services.settings.keepalive_s, headers={"Cache-Control": "no-cache"})
-
-
-def _document(update: Update, request_id: str | None) -> dict:
-    return in_stream_error(update.error, request_id) if isinstance(update, ReadFailed) else update
+    return follow_stream(updates, services.settings.keepalive_s, request_id_of(request))
 
 
 @router.post("/groups/{group_id}/stop")

@@ -1,6 +1,6 @@
 """The Loom routes: HTTP in and out. The logic: domain/looms/service.py (the Loom, Branch, stop, and
 around each change its Idempotency-Key), domain/looms/changes.py (the tree's edits), domain/looms/files.py
-(export, import), domain/looms/stream.py (what a stream shows; api/looms/stream.py sends it)."""
+(export, import), domain/looms/stream.py (what a stream shows; api/follow_stream.py sends it)."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,7 +11,7 @@ from api.answers import respond
 from api.auth import ApiKeyDep, WorkKeyDep, services_of
 from api.body import read_json
 from api.errors_http import request_id_of
-from api.looms.stream import loom_stream
+from api.follow_stream import follow_stream
 from api.idempotency_header import idempotency_key
 from domain.looms import stream
 from domain.looms.service import LoomService
@@ -69,7 +69,7 @@ async def delete_loom(loom_id: str, request: Request, principal: ApiKeyDep):
 async def stream_loom(loom_id: str, request: Request, principal: ApiKeyDep):
     services = services_of(request)
     updates = await stream.follow(services, loom_id, principal)
-    return loom_stream(updates, services.settings.keepalive_s, request_id_of(request))
+    return follow_stream(updates, services.settings.keepalive_s, request_id_of(request))
 
 
 @router.post("/v1/looms/{loom_id}/cancel")

@@ -2,31 +2,20 @@
 
 Each output of a Run's Completion is told at once to the Run's streams (`announce`:
 domain/playground/news.py, over the feed): the text of each choice so far, so a stream need not
-wait for the ledger. The ledger is not written at each token: every WRITE_EVERY_S one
-transaction writes the newest state of every Run that grew since the last write, as for Loom
-Nodes (domain/looms/growing.py). That state is taken from the Run's assembly when it is
-written, not at each output, so a Run with log probabilities does not build its whole choices
-at every token.
-
-A skipped write is never a loss: each write carries the whole Completion so far, and a Run's end
-writes its last state with its work row's answer. Every write is conditioned on the Run still
-growing under its attempt (`ledger.work.runs`), so a write after a stop or the Run's end changes
-nothing.
+wait for the ledger. The ledger is written in batches (domain/growing_writes.py), conditioned on
+the Run still growing under its attempt (`ledger.work.runs`). A Run's state is taken from its
+assembly when a batch writes it, not at each output, so a Run with log probabilities does not
+build its whole choices at every token.
 """
 from __future__ import annotations
 
-import asyncio
-import logging
 import uuid
 from typing import Any, Awaitable, Callable
 
 from domain.completions.assembly import CompletionAssembly
+from domain.growing_writes import WRITE_EVERY_S, NewestWrites
 from domain.playground.news import TextsSoFar
 from ledger.work.runs import RunGrowth
-
-log = logging.getLogger("acs.playground")
-
-WRITE_EVERY_S = 0.1
 
 WriteAll = Callable[[list[RunGrowth]], Awaitable[Any]]
 Announce = Callable[[TextsSoFar], Awaitable[None]]
@@ -41,34 +30,17 @@ def growth_of(run_id: uuid.UUID, attempt: int, assembly: CompletionAssembly | No
 
 
 class GrowingRuns:
-    """One writer for every growing Run of the process, and its announcer."""
+    """One writer for every growing Run of the process (domain/growing_writes.py), and its announcer."""
 
     def __init__(self, write_all: WriteAll, announce: Announce, every_s: float = WRITE_EVERY_S) -> None:
-        self._write_all, self.announce = write_all, announce
-        self._every_s = every_s
-        self._grown: dict[tuple[uuid.UUID, int], RunText] = {}
-        self._task: asyncio.Task | None = None
+        # The Runs' states are taken from their assemblies when a batch is written, not at each output.
+        async def write_texts(texts: list[RunText]) -> Any:
+            return await write_all([text.growth() for text in texts])
+        self.writes: NewestWrites[RunText] = NewestWrites(write_texts, "Runs", every_s)
+        self.announce = announce
 
     def run(self, run_id: uuid.UUID, attempt: int) -> RunText:
         return RunText(self, run_id, attempt)
-
-    def offer(self, text: RunText) -> None:
-        self._grown[(text.run_id, text.attempt)] = text
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._write_while_growing())
-
-    def forget(self, run_id: uuid.UUID, attempt: int) -> None:
-        """The Run ended: its end writes its last state, so its growth need not be."""
-        self._grown.pop((run_id, attempt), None)
-
-    async def _write_while_growing(self) -> None:
-        while self._grown:
-            texts, self._grown = list(self._grown.values()), {}
-            try:
-                await self._write_all([text.growth() for text in texts])
-            except Exception:  # noqa: BLE001 - the next write, or the Run's end, makes it good
-                log.exception("writing %d growing Runs failed", len(texts))
-            await asyncio.sleep(self._every_s)
 
 
 class RunText:
@@ -86,7 +58,7 @@ class RunText:
             if choice["text"]:  # a token that is part of a character adds no text: nothing to tell
                 self.texts[choice["index"]] = self.texts.get(choice["index"], "") + choice["text"]
                 grew = True
-        self._runs.offer(self)
+        self._runs.writes.offer((self.run_id, self.attempt), self)
         if grew:
             await self._runs.announce(self.news())
 
@@ -100,4 +72,4 @@ class RunText:
         return growth_of(self.run_id, self.attempt, self.assembly)
 
     def ended(self) -> None:
-        self._runs.forget(self.run_id, self.attempt)
+        self._runs.writes.forget((self.run_id, self.attempt))

@@ -13,19 +13,14 @@ with its work row's answer and its Hold, or not at all.
 """
 from __future__ import annotations
 
-import json
 import uuid
-from typing import Any
 
-from sqlalchemy import Update, update
+from sqlalchemy import update
 from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from ledger.work.attempt_writes import as_json, changed_one
 from ledger.work.tables import GROWING, LoomNode, NodeStatus
-
-
-def _as_json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _this_attempt(node_id: uuid.UUID, attempt: int):
@@ -33,17 +28,10 @@ def _this_attempt(node_id: uuid.UUID, attempt: int):
             col(LoomNode.attempt) == attempt, col(LoomNode.deleted_at).is_(None))
 
 
-async def _changed(session: AsyncSession, statement: Update, commit: bool) -> bool:
-    result = await session.exec(statement)
-    if commit:
-        await session.commit()
-    return result.rowcount == 1
-
-
 async def start(session: AsyncSession, node_id: uuid.UUID, attempt: int) -> bool:
     """The Node runs from the beginning under `attempt`: no text yet. False when it no longer
     grows (a stop cancelled it, it was deleted), or a later attempt already started it."""
-    return await _changed(session, update(LoomNode).where(
+    return await changed_one(session, update(LoomNode).where(
         col(LoomNode.id) == node_id, col(LoomNode.status).in_(GROWING), col(LoomNode.attempt) <= attempt,
         col(LoomNode.deleted_at).is_(None),
     ).values(status=NodeStatus.running, text="", logprobs=None, error=None, used_tokens=0, attempt=attempt),
@@ -53,7 +41,7 @@ async def start(session: AsyncSession, node_id: uuid.UUID, attempt: int) -> bool
 async def progress(session: AsyncSession, node_id: uuid.UUID, attempt: int, text: str, used_tokens: int) -> bool:
     """The text so far and the tokens it used (prompt and generated), written together:
     a stop pays for exactly the text that it keeps."""
-    return await _changed(session, update(LoomNode).where(*_this_attempt(node_id, attempt))
+    return await changed_one(session, update(LoomNode).where(*_this_attempt(node_id, attempt))
                           .values(text=text, used_tokens=used_tokens), commit=True)
 
 
@@ -62,7 +50,7 @@ async def progress_all(session: AsyncSession, growths: list[tuple[uuid.UUID, int
     the Nodes that grow in one process are written together. The number written."""
     written = 0
     for node_id, attempt, text, used_tokens in growths:
-        written += await _changed(session, update(LoomNode).where(*_this_attempt(node_id, attempt))
+        written += await changed_one(session, update(LoomNode).where(*_this_attempt(node_id, attempt))
                                   .values(text=text, used_tokens=used_tokens), commit=False)
     await session.commit()
     return written
@@ -72,8 +60,8 @@ async def end_within(session: AsyncSession, node_id: uuid.UUID, attempt: int, st
                      text: str, logprobs: dict | None, error: dict | None, used_tokens: int) -> bool:
     """The Node's last state: `completed` (with its log probabilities when asked) or `failed`
     (with the error object, and the text before the failure)."""
-    return await _changed(session, update(LoomNode).where(*_this_attempt(node_id, attempt)).values(
-        status=status, text=text, logprobs=_as_json(logprobs), error=_as_json(error), used_tokens=used_tokens),
+    return await changed_one(session, update(LoomNode).where(*_this_attempt(node_id, attempt)).values(
+        status=status, text=text, logprobs=as_json(logprobs), error=as_json(error), used_tokens=used_tokens),
         commit=False)
 
 
@@ -81,9 +69,9 @@ async def fail_queued_node_within(session: AsyncSession, work_id: uuid.UUID, err
     """The Node of a queued work row that never runs (its key was revoked, its User suspended):
     `failed`, without text, with the error object. A Node still `running` here was cut by a
     restart and reads as queued: it fails the same way."""
-    return await _changed(session, update(LoomNode).where(
+    return await changed_one(session, update(LoomNode).where(
         col(LoomNode.work_id) == work_id, col(LoomNode.status).in_(GROWING), col(LoomNode.deleted_at).is_(None),
-    ).values(status=NodeStatus.failed, text="", logprobs=None, error=_as_json(error), used_tokens=0),
+    ).values(status=NodeStatus.failed, text="", logprobs=None, error=as_json(error), used_tokens=0),
         commit=False)
 
 
@@ -91,6 +79,6 @@ async def fail_growing_node_within(session: AsyncSession, work_id: uuid.UUID, er
     """The Node of a work row that the platform failed to run: `failed`, keeping the text it
     saved. Called only while the row is still the failed attempt's (`queue.finish`), so no
     attempt number is needed: it holds also when the attempt failed before it started the Node."""
-    return await _changed(session, update(LoomNode).where(
+    return await changed_one(session, update(LoomNode).where(
         col(LoomNode.work_id) == work_id, col(LoomNode.status).in_(GROWING), col(LoomNode.deleted_at).is_(None),
-    ).values(status=NodeStatus.failed, logprobs=None, error=_as_json(error)), commit=False)
+    ).values(status=NodeStatus.failed, logprobs=None, error=as_json(error)), commit=False)

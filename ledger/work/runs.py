@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-from sqlalchemy import Update, delete, update
+from sqlalchemy import delete, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -30,6 +30,7 @@ from ledger.errors import RunNotFound
 from ledger.store.ids import uuid7
 from ledger.tokens.tables import Counting, UsageStatus
 from ledger.work import queue
+from ledger.work.attempt_writes import as_json, changed_one
 from ledger.work.tables import (ENDED, RUN_GROWING, PlaygroundActivations, PlaygroundCounter, PlaygroundRun,
                                 RunStatus, Work, WorkKind, WorkStatus)
 
@@ -42,10 +43,6 @@ NEWEST = 100
 
 NOT_FOUND = "You have no Run with the id {run_id}."
 GROUP_NOT_FOUND = "You have no Runs in the group {group_id}."
-
-
-def as_json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def run_request_id(run_id: uuid.UUID) -> str:
@@ -109,17 +106,10 @@ def _this_attempt(run_id: uuid.UUID, attempt: int):
             col(PlaygroundRun.attempt) == attempt, col(PlaygroundRun.deleted_at).is_(None))
 
 
-async def _changed(session: AsyncSession, statement: Update, commit: bool) -> bool:
-    result = await session.exec(statement)
-    if commit:
-        await session.commit()
-    return result.rowcount == 1
-
-
 async def start(session: AsyncSession, run_id: uuid.UUID, attempt: int, now: datetime) -> dict[str, Any] | None:
     """The Run runs from the beginning under `attempt`, with no text yet; its request. None when
     it no longer grows (a stop ended it, it was deleted), or a later attempt started it."""
-    started = await _changed(session, update(PlaygroundRun).where(
+    started = await changed_one(session, update(PlaygroundRun).where(
         col(PlaygroundRun.id) == run_id, col(PlaygroundRun.status).in_(RUN_GROWING),
         col(PlaygroundRun.attempt) <= attempt, col(PlaygroundRun.deleted_at).is_(None),
     ).values(status=RunStatus.running, choices="[]", usage=None, error=None, used_tokens=0, completion_id="",
@@ -155,7 +145,7 @@ async def progress_all(session: AsyncSession, growths: Iterable[RunGrowth]) -> i
     order in which a stop locks them, so the two never wait for each other in a circle."""
     written = 0
     for growth in sorted(growths, key=lambda growth: growth.run_id):
-        written += await _changed(session, update(PlaygroundRun).where(*_this_attempt(growth.run_id, growth.attempt))
+        written += await changed_one(session, update(PlaygroundRun).where(*_this_attempt(growth.run_id, growth.attempt))
                                   .values(**growth.values()), commit=False)
     await session.commit()
     return written
@@ -178,7 +168,7 @@ async def end_within(session: AsyncSession, end: RunEnd, now: datetime) -> bool:
     values: dict[str, Any] = dict(status=end.status, error=as_json(end.error), finished_at=now, **growth.values())
     if end.activations is not None:
         values["activations_expire_at"] = now + ACTIVATIONS_KEPT
-    ended = await _changed(session, update(PlaygroundRun).where(*_this_attempt(growth.run_id, growth.attempt))
+    ended = await changed_one(session, update(PlaygroundRun).where(*_this_attempt(growth.run_id, growth.attempt))
                            .values(**values), commit=False)
     if ended and end.activations is not None:
         await session.exec(delete(PlaygroundActivations).where(col(PlaygroundActivations.run_id) == growth.run_id))
@@ -191,7 +181,7 @@ async def fail_growing_within(session: AsyncSession, work_id: uuid.UUID, error: 
     """The Run of a work row that the platform failed to run, or whose Runner died: `failed`,
     keeping the text it saved. Called only while the work row is still that attempt's, so it
     holds also when the attempt failed before it started the Run."""
-    return await _changed(session, update(PlaygroundRun).where(
+    return await changed_one(session, update(PlaygroundRun).where(
         col(PlaygroundRun.work_id) == work_id, col(PlaygroundRun.status).in_(RUN_GROWING),
         col(PlaygroundRun.deleted_at).is_(None),
     ).values(status=RunStatus.failed, error=as_json(error), finished_at=now), commit=False)
@@ -203,7 +193,7 @@ async def fail_queued_within(session: AsyncSession, work_id: uuid.UUID, error: d
     text, with the error object; its id, or None when it no longer grew. A Run still `running`
     here was cut by a restart and reads as queued: it fails the same way."""
     run_id = (await session.exec(select(PlaygroundRun.id).where(PlaygroundRun.work_id == work_id))).first()
-    failed = await _changed(session, update(PlaygroundRun).where(
+    failed = await changed_one(session, update(PlaygroundRun).where(
         col(PlaygroundRun.work_id) == work_id, col(PlaygroundRun.status).in_(RUN_GROWING),
         col(PlaygroundRun.deleted_at).is_(None),
     ).values(status=RunStatus.failed, choices="[]", usage=None, used_tokens=0, completion_id="",

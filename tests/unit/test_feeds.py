@@ -11,11 +11,13 @@ import asyncio
 import uuid
 from typing import Any, AsyncIterator
 
+import anyio
 import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
 
 from domain.feeds import MISSED, InProcessFeed, RedisFeed, Subscription, feed_of, topic
+from domain.feeds.follow import Subscriptions
 from tests.waiting import wait_until
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -237,3 +239,17 @@ async def test_redis_that_cannot_be_reached_fails_no_publisher_and_no_subscriber
     finally:
         await feed.aclose()
         await client.aclose()
+
+
+async def test_a_stream_closed_in_a_cancelled_scope_leaves_every_topic_it_followed() -> None:
+    """A client that goes away closes its stream's subscriptions inside anyio's cancelled scope,
+    where every await that suspends is cancelled again: each topic must still be left."""
+    feed = InProcessFeed()
+    topics = [topic("run", uuid.uuid4()) for _ in range(3)]
+    followed = await Subscriptions.subscribe(feed, topics)
+    await feed.publish(topics[1], {"texts": ["a"]})
+    assert await followed.next(PROMPT_S) == [{"texts": ["a"]}]
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await followed.aclose()
+    assert [feed.subscribers(name) for name in topics] == [0, 0, 0]

@@ -1,5 +1,6 @@
-"""A Loom's updates (domain/looms/stream.py) as Server-Sent Events: each Node an event, a read
-that failed its error object, `data: [DONE]` last, always; a keepalive every 5 s between them."""
+"""A followed stream's updates (domain/feeds/follow.py: a Loom's Nodes, the Playground's Runs) as
+Server-Sent Events: each document an event, a read that failed its error object, `data: [DONE]`
+last, always; a keepalive every 5 s between them."""
 from __future__ import annotations
 
 import contextlib
@@ -10,12 +11,12 @@ from api.completions.streaming import DONE, KeepaliveStream, sse
 from api.errors_http import INTERNAL
 from domain import errors
 from domain.error_mapping import as_api_error
-from domain.looms.stream import ReadFailed, Update
+from domain.feeds.follow import ReadFailed, Update
 
 log = logging.getLogger("acs.api")
 
 
-def loom_stream(updates: AsyncGenerator[Update, None], keepalive_s: float, request_id: str | None) -> KeepaliveStream:
+def follow_stream(updates: AsyncGenerator[Update, None], keepalive_s: float, request_id: str | None) -> KeepaliveStream:
     return KeepaliveStream(_events(updates, request_id), keepalive_s, media_type="text/event-stream",
                            headers={"Cache-Control": "no-cache"})
 
@@ -33,8 +34,8 @@ def in_stream_error(error: BaseException, request_id: str | None) -> dict[str, A
     another mapped error, or the API's 500."""
     mapped = as_api_error(error)
     if mapped is None:
-        log.exception("request %s: a read of its Loom stream failed", request_id, exc_info=error)
+        log.exception("request %s: a read of its stream failed", request_id, exc_info=error)
         mapped = errors.InternalError(INTERNAL)
     else:
-        log.warning("request %s: a read of its Loom stream failed: %s: %s", request_id, mapped.code, error)
+        log.warning("request %s: a read of its stream failed: %s: %s", request_id, mapped.code, error)
     return mapped.body(request_id, in_stream=True)
