@@ -1,37 +1,49 @@
 """The Playground in a real browser (spec: "Use the Playground"), on the test profile's tiny model:
 sign-in with a key opens it; a prompt with the gray example, settings marked out of range as you
-type, a Run that streams and one that stops, its tokens and heatmap, Copy, a refusal with its
-setting marked, the settings in the address and the prompt as a draft; Compare of 6 models with
-Run all and Stop all, the Runs table with its row menu, Restore, Compare 2 runs, a token's re-run,
-the export files read back, and a Run followed after its tab closed. Each page is shot at 1280 and
-390 px and checked by axe-core (conftest.py)."""
+type, a Run that streams and one that stops, its tokens and heatmap, Copy, a token's re-run, a
+refusal with its setting marked (a Layer that the model does not have), the settings in the
+address and the prompt as a draft; Compare of 6 models with Run all and Stop all, the Runs table
+with its row menu, Compare 2 runs, the export files read back (JSONL by pandas) in the API's
+shapes, a copied curl that runs, Restore with nothing run until Run all; the heatmap's bands and
+its ⏎ and ⇥ marks, which a copy leaves out; and a Run followed after its tab closed.
+
+The page is found by the spec's names alone (roles, labels, exact button names), as a reader of
+the guide finds it: a name that two controls share fails Playwright's strict mode. Each page is
+shot at 1280 and 390 px and checked by axe-core (conftest.py)."""
 from __future__ import annotations
 
 import io
 import json
+import math
+import os
 import re
+import subprocess
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import numpy
+import pandas
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PREFIX, App, UI, User
+from tests.browser.conftest import PREFIX, App, UI, User, tab_to
 
 EXAMPLE = "The three most surprising facts about octopuses are"
 RUN_WAIT_MS = 120_000
+BANDS = ("90% or more", "50% to 90%", "10% to 50%", "1% to 10%", "Under 1%")
 HIDDEN_SIZE = 64  # the tiny model's (configs/models/tiny-llama.yaml)  # a Run on the CPU's tiny model: its model is Warm, its tokens come fast
 
 
-def make_key(ui: UI, name: str = "laptop") -> None:
-    """A key made through the App's own route (API Keys' dialog has its own tests)."""
-    status = ui.page.evaluate("""async (name) => {
+def make_key(ui: UI, name: str = "laptop") -> str:
+    """A key made through the App's own route (API Keys' dialog has its own tests); the key."""
+    answer = ui.page.evaluate("""async (name) => {
         const token = decodeURIComponent(document.cookie.match(/acs_csrf=([^;]+)/)[1]);
         const answer = await fetch("account/keys", {method: "POST", body: JSON.stringify({name}),
             headers: {"Content-Type": "application/json", "X-CSRF-Token": token}});
-        return answer.status;
+        return {status: answer.status, body: await answer.json()};
     }""", name)
-    assert status == 201, status
+    assert answer["status"] == 201, answer
+    return answer["body"]["key"]
 
 
 def sign_out(ui: UI, user: User) -> None:
@@ -41,24 +53,35 @@ def sign_out(ui: UI, user: User) -> None:
     expect(page).to_have_url(re.compile(rf"{PREFIX}/sign-in"))
 
 
-def signed_in_with_key(app: App, ui: UI, tag: str) -> User:
-    """A User with a key, signed in: the Playground opens (spec: "Sign in")."""
+def signed_in_with_key(app: App, ui: UI, tag: str) -> tuple[User, str]:
+    """A User with a key, signed in: the Playground opens (spec: "Sign in"). The User and the key."""
     user = app.approved_user(tag)
     ui.first_sign_in(user)
-    make_key(ui)
+    key = make_key(ui)
     sign_out(ui, user)
     ui.sign_in(user)
     expect(ui.page).to_have_url(re.compile(rf"{PREFIX}/playground(\?|$)"))
     expect(ui.page.get_by_role("heading", name="Playground", level=1)).to_be_visible()
-    return user
+    return user, key
+
+
+def keys_of(value: Any) -> Any:
+    """The shape of a JSON value: each object's keys, down through its first list item."""
+    if isinstance(value, dict):  # top_logprobs' dicts are keyed by the tokens themselves
+        return {key: "tokens" if key == "top_logprobs" else keys_of(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [keys_of(value[0])] if value else []
+    return type(value).__name__
 
 
 def setting(page: Any, label: str) -> Any:
-    """A setting of the form; those under More settings open it first."""
-    field = page.locator(".settings").get_by_label(label, exact=True)
-    if not field.is_visible():
-        page.locator(".settings summary", has_text="More settings").click()
-    return field
+    """A setting of the form, by its label alone: every setting is in view, and no other control
+    of the page has its name."""
+    return page.get_by_label(label, exact=True)
+
+
+def button(scope: Any, name: str) -> Any:
+    return scope.get_by_role("button", name=name, exact=True)
 
 
 def run_view(page: Any, number: int) -> Any:
@@ -89,8 +112,13 @@ def clipboard(page: Any) -> str:
 
 
 def runs_of(page: Any) -> list[dict[str, Any]]:
-    """The User's Runs as the App's own route lists them, newest first."""
+    """The User's Runs as the App's own route lists them, newest first (without log probabilities)."""
     return page.evaluate("async () => (await (await fetch('account/runs')).json()).data")
+
+
+def run_of(page: Any, run_id: str) -> dict[str, Any]:
+    """One Run as the App's own route reads it, with its log probabilities."""
+    return page.evaluate("async (id) => (await (await fetch(`account/runs/${id}`)).json())", run_id)
 
 
 def row_action(page: Any, number: int, action: str) -> None:
@@ -103,7 +131,7 @@ def row_action(page: Any, number: int, action: str) -> None:
 def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new_ui: Any) -> None:
     ui: UI = new_ui()
     page = ui.page
-    user = signed_in_with_key(app, ui, "play")
+    user, _ = signed_in_with_key(app, ui, "play")
     nav = page.get_by_role("navigation", name="The App").locator(".nav-pages a")
     expect(nav).to_have_text(["Playground", "Usage", "Jobs", "API Keys"])  # the spec's order, without Loom yet
     ui.shoot("playground-new")
@@ -146,9 +174,8 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     expect(view).to_contain_text("12 output tokens")
     # The Heatmap: each token in one of the five bands, with the legend.
     assert all(re.search(r"\bheat-[0-4]\b", cls or "") for cls in tokens.evaluate_all("(all) => all.map(b => b.className)"))
-    legend = page.get_by_role("list", name="Heatmap")
-    expect(legend).to_contain_text("90% or more")
-    expect(legend).to_contain_text("Under 1%")
+    for band in BANDS:
+        expect(page.get_by_text(band, exact=True)).to_be_visible()
     expect(page).to_have_url(re.compile(r"temperature"))  # the address follows the form after each change
     kept = models_of(page)
     assert kept == [{"model": kept[0]["model"], "max_tokens": "12", "temperature": "0.7"}], kept
@@ -157,11 +184,11 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
 
     # Copy: the text, and the prompt with it; neither holds a mark of the heatmap.
     text = runs_of(page)[0]["choices"][0]["text"]
-    view.get_by_role("button", name="Copy: Run 1").click()
+    button(view, "Copy").click()
     page.get_by_role("menuitem", name="The text", exact=True).click()
     expect(page.get_by_text("Copied the text.")).to_be_visible()
     assert clipboard(page) == text and "⏎" not in clipboard(page)
-    view.get_by_role("button", name="Copy: Run 1").click()
+    button(view, "Copy").click()
     page.get_by_role("menuitem", name="The prompt and the text").click()
     assert clipboard(page) == EXAMPLE + text
 
@@ -176,16 +203,19 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     expect(likeliest.get_by_role("button").filter(has_text="%")).not_to_have_count(0)
     ui.shoot("playground-token")
     # Another token there: the text is cut at it, the token put in, and a new Run runs on from it.
-    other = likeliest.locator("button.alt:not([disabled])").first
-    chosen = other.locator(".alt-token").inner_text()
-    other.click()
+    # The likeliest other token is the first that can be chosen, with its probability.
+    first = run_of(page, runs_of(page)[0]["id"])
+    logprobs = first["choices"][0]["logprobs"]
+    others = sorted(((lp, token) for token, lp in logprobs["top_logprobs"][2].items() if token != logprobs["tokens"][2]),
+                    reverse=True)
+    likeliest.locator("button:not([disabled])").filter(has_text="%").first.click()
     view2 = wait_ended(page, 2)
     expect(view2).to_contain_text("Runs on from the prompt and")
     run_on = runs_of(page)[0]["request"]
-    assert run_on["prompt"].startswith(EXAMPLE) and len(run_on["prompt"]) > len(EXAMPLE), run_on
+    assert run_on["prompt"] == EXAMPLE + "".join(logprobs["tokens"][:2]) + others[0][1], (run_on, logprobs["tokens"][:3])
     assert {key: value for key, value in run_on.items() if key != "prompt"} == {
-        key: value for key, value in runs_of(page)[1]["request"].items() if key != "prompt"}
-    assert chosen.strip(), chosen
+        key: value for key, value in first["request"].items() if key != "prompt"}
+    expect(prompt).to_have_value(EXAMPLE)  # the prompt box stays as written
 
     # Turn the Heatmap off: the address says so, and the tokens lose their colours.
     setting(page, "Heatmap").uncheck()
@@ -198,7 +228,7 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     view3 = run_view(page, 3)
     expect(view3.locator(".badge")).to_have_text("Running", timeout=RUN_WAIT_MS)
     expect(view3.locator(".run-text")).not_to_be_empty(timeout=RUN_WAIT_MS)  # the text as it grows
-    page.get_by_role("button", name="Stop", exact=True).first.click()
+    button(page, "Stop").click()  # one Stop: the page's, for its one Run
     expect(view3.locator(".badge")).to_have_text("Stopped", timeout=RUN_WAIT_MS)
     grown = view3.locator("button.tok").count()
     assert 0 < grown < 2000, grown
@@ -219,16 +249,33 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     expect(setting(page, "Read Layers")).to_have_attribute("aria-invalid", "true")
     setting(page, "Read Layers").fill("0, 1")
     expect(setting(page, "Read Layers")).not_to_have_attribute("aria-invalid", "true")
+    # A Layer that the model does not have: the API refuses it, the output says why in its words,
+    # nothing runs, and Read Layers stays marked until it changes.
+    setting(page, "Read Layers").fill("0, 7")
+    expect(setting(page, "Read Layers")).not_to_have_attribute("aria-invalid", "true")  # the API's to judge
+    started = len(runs_of(page))
+    button(page, "Run").click()
+    lacks = re.compile(r"has Layers 0 to 3: it has no Layer 7\.")
+    expect(page.locator(".output").get_by_text(lacks)).to_be_visible()
+    expect(setting(page, "Read Layers")).to_have_attribute("aria-invalid", "true")
+    expect(setting(page, "Read Layers")).to_be_focused()
+    assert len(runs_of(page)) == started
+    setting(page, "Max tokens").fill("5")
+    expect(setting(page, "Read Layers")).to_have_attribute("aria-invalid", "true")  # another setting changed
+    setting(page, "Read Layers").fill("0, 1")
+    expect(setting(page, "Read Layers")).not_to_have_attribute("aria-invalid", "true")
+    setting(page, "Max tokens").fill("4")
 
     # Steer with a .npy vector at Layer 1 and read Layers 0 and 1: the Run's Activations chart each
     # Layer's norm per token, and download in the API's encoding.
     vector = io.BytesIO()
     numpy.save(vector, numpy.linspace(-1, 1, HIDDEN_SIZE, dtype=numpy.float32))
-    page.locator(".settings").get_by_label("Vector file (.npy or .safetensors)").set_input_files(
+    setting(page, "Steer").set_input_files(
         files=[{"name": "vector.npy", "mimeType": "application/octet-stream", "buffer": vector.getvalue()}])
     expect(page.get_by_text(f"vector.npy: 1 row of {HIDDEN_SIZE} numbers.")).to_be_visible()
-    page.locator(".settings .steer").get_by_label("Layers", exact=True).fill("1")
-    page.locator(".settings .steer").get_by_label("Scale", exact=True).fill("2")
+    steer = page.get_by_role("group", name="Steer")
+    steer.get_by_label("Layers", exact=True).fill("1")
+    steer.get_by_label("Scale", exact=True).fill("2")
     setting(page, "Read Layers").fill("0, 1")
     page.get_by_role("button", name="Run", exact=True).click()
     steered = wait_ended(page, 4)
@@ -249,7 +296,7 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     expect(page).to_have_url(re.compile(r"output_residual_stream%22%3A%220%2C\+2"))
     shared = page.url
     other_ui: UI = new_ui()
-    other_user = signed_in_with_key(app, other_ui, "share")
+    other_user, _ = signed_in_with_key(app, other_ui, "share")
     other_ui.page.goto(shared)
     expect(setting(other_ui.page, "Temperature")).to_have_value("0.7")
     expect(setting(other_ui.page, "Read Layers")).to_have_value("0, 2")
@@ -282,7 +329,7 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
 def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: Any) -> None:
     ui: UI = new_ui()
     page = ui.page
-    signed_in_with_key(app, ui, "compare")
+    _, key = signed_in_with_key(app, ui, "compare")
     page.get_by_label("Prompt", exact=True).fill("Once upon a time")
     setting(page, "Max tokens").fill("8")
     setting(page, "Temperature").fill("0")
@@ -346,22 +393,50 @@ def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: 
     assert [run["number"] for run in chosen] == [1, 2], chosen
     assert chosen[0]["request"]["prompt"] == "Once upon a time"
     assert chosen[0]["completion"]["object"] == "text_completion" and chosen[0]["completion"]["choices"][0]["text"]
+    # The request and the Completion keep the API's own shapes: those of POST /v1/completions.
+    request = {k: v for k, v in chosen[0]["request"].items() if k != "stream"}
+    answer = httpx.post(f"{app.v1}/completions", json=request, headers={"Authorization": f"Bearer {key}"}, timeout=300)
+    assert answer.status_code == 200, answer.text
+    api = answer.json()
+    assert keys_of(chosen[0]["completion"]) == keys_of(api), (chosen[0]["completion"], api)
+    assert chosen[0]["completion"]["choices"][0]["text"] == api["choices"][0]["text"]  # temperature 0
+    assert set(chosen[0]) >= {"request", "completion", "usage", "status"} and chosen[0]["status"] == "completed"
+    assert chosen[0]["usage"] == chosen[0]["completion"]["usage"] and set(api["usage"]) == set(chosen[0]["usage"])
+
+    # Export every run, JSONL: one line for each choice, as pandas reads it; every Run, oldest first.
+    every = runs_of(page)
     with page.expect_download() as download:
-        page.get_by_role("button", name="Export every run").click()
+        button(page, "Export every run").click()
         page.get_by_role("menuitem", name="JSONL", exact=True).click()
-    lines = [json.loads(line) for line in download.value.path().read_text().splitlines()]
-    # One line for each choice: every Run of the first Run all has one (a stopped one may have none).
-    assert set(range(1, 7)) <= {line["run_number"] for line in lines}, lines
+    table = pandas.read_json(download.value.path(), lines=True)
+    texts = {run["number"]: run["choices"] for run in every}
+    assert table.shape[0] == sum(len(choices) for choices in texts.values()), table
+    assert {"run_number", "index", "prompt", "text", "logprobs", "request"} <= set(table.columns), table.columns
+    assert list(table["run_number"]) == sorted(table["run_number"]), list(table["run_number"])
+    for row in table.itertuples():
+        assert row.text == texts[row.run_number][row.index]["text"] and row.prompt == "Once upon a time"
+    assert set(table["logprobs"].iloc[0]) == set(api["choices"][0]["logprobs"]), table["logprobs"].iloc[0]
+    # Export, at the head of the output, as Text: the Runs in view, each with its prompt, to read.
     with page.expect_download() as download:
-        page.get_by_role("button", name="Export the Runs in view").click()
+        button(page, "Export").click()
         page.get_by_role("menuitem", name="Text", exact=True).click()
-    assert "Once upon a time" in download.value.path().read_text()
+    text_file = download.value.path().read_text()
+    for run in chosen:
+        assert f"Once upon a time{run['completion']['choices'][0]['text']}" in text_file, text_file
+    assert text_file.index("Run 1,") < text_file.index("Run 2,") and "Run 3," not in text_file, text_file
     ui.shoot("runs-table")
 
     # The row menu: Copy as API request is a streaming curl that reads $ACS_API_KEY and holds no key.
     row_action(page, 2, "Copy as API request")
     curl = clipboard(page)
-    assert "$ACS_API_KEY" in curl and "sk-acs" not in curl and '"stream":true' in curl and '"seed":7' in curl, curl
+    assert "$ACS_API_KEY" in curl and key not in curl and "sk-" not in curl, curl
+    assert '"stream":true' in curl and '"seed":7' in curl and '"n":' not in curl, curl  # no field at its default
+    # The command runs as it is, with the key from the shell: curl prints the events as they come.
+    done = subprocess.run(["bash", "-c", curl], env={**os.environ, "ACS_API_KEY": key},
+                          capture_output=True, text=True, timeout=300)
+    events = [line[len("data: "):] for line in done.stdout.splitlines() if line.startswith("data: ")]
+    assert done.returncode == 0 and events[-1] == "[DONE]", (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert json.loads(events[0])["object"] == "text_completion"
     row_action(page, 2, "Copy settings")
     assert json.loads(clipboard(page)) == {"model": chosen[1]["request"]["model"], "max_tokens": 8,
                                             "temperature": 1.5, "seed": 7, "logprobs": 5}
@@ -377,17 +452,104 @@ def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: 
     expect(page.get_by_role("button", name="Show run 3", exact=True)).to_have_count(0)
     expect(page.get_by_role("row").filter(has_text="Comparison of runs 1, 2, 4, 5 and 6")).to_be_visible()
 
-    # Restore brings the comparison back into the form: each Run's settings, with its seed.
+    # Restore brings the comparison back into the form: each Run's settings, with its seed, the
+    # prompt, and the Runs side by side. Nothing runs until Run all.
     page.get_by_label("Prompt", exact=True).fill("")
-    page.get_by_role("button", name="Single", exact=True).click()
-    page.get_by_role("row").filter(has_text="Comparison of runs 1, 2, 4, 5 and 6").get_by_role("button", name="Restore").click()
-    expect(page.get_by_role("button", name="Compare", exact=True)).to_have_attribute("aria-pressed", "true")
+    button(page, "Single").click()
+    restored = [run for run in runs_of(page) if run["number"] in (1, 2, 4, 5, 6)][::-1]
+    group = page.get_by_role("row").filter(has_text="Comparison of runs 1, 2, 4, 5 and 6")
+    button(group, "Restore").click()
+    expect(button(page, "Compare")).to_have_attribute("aria-pressed", "true")
     expect(models.locator(".model-card")).to_have_count(5)
     expect(page.get_by_label("Prompt", exact=True)).to_have_value("Once upon a time")
     page.get_by_role("button", name="Change the settings of model 2").click()
     expect(setting(page, "Seed")).to_have_value("7")
+    expect(setting(page, "Temperature")).to_have_value("1.5")
     expect(views).to_have_count(5)
+    for view, run in zip(views.all(), restored):
+        expect(view).to_have_accessible_name(f"Run {run['number']}")
     ui.shoot("runs-restored")
+    page.wait_for_timeout(1000)
+    assert len(runs_of(page)) == 11  # the 12 of two Run alls, less the deleted one: nothing new ran
+    # Run all runs each model with the settings of its Run: the same requests again.
+    button(page, "Run all").click()
+    for number in range(13, 18):
+        wait_ended(page, number)
+    again = [run for run in runs_of(page) if run["number"] >= 13][::-1]
+    assert [run["request"] for run in again] == [run["request"] for run in restored], (again, restored)
+    ui.check()
+
+
+# -- Tokens and the heatmap -----------------------------------------------------------------------
+
+def test_the_heatmap_bands_its_marks_and_a_copy_without_them(app: App, new_ui: Any) -> None:
+    ui: UI = new_ui()
+    page = ui.page
+    signed_in_with_key(app, ui, "heat")
+    # Echo the prompt: its line break and tab come back as tokens of the text.
+    page.get_by_label("Prompt", exact=True).fill("Dear Sir,\n\tThank you")
+    setting(page, "Max tokens").fill("6")
+    setting(page, "Echo the prompt").check()
+    button(page, "Run").click()
+    view = wait_ended(page, 1)
+    choice = run_of(page, runs_of(page)[0]["id"])["choices"][0]
+    shown = "".join(choice["logprobs"]["tokens"])
+    assert "\n\t" in shown, choice
+
+    # Each token is a button, coloured as its band of the legend; the five bands, in order.
+    text = view.get_by_role("group", name="The text of Run 1")
+    tokens = text.get_by_role("button")
+    expect(tokens).to_have_count(len(choice["logprobs"]["tokens"]))
+    legend = page.get_by_role("list", name="Bands of probability").get_by_role("listitem")
+    expect(legend).to_have_text(list(BANDS))
+    swatches = legend.locator("[aria-hidden=true]").evaluate_all(
+        "(all) => all.map((swatch) => getComputedStyle(swatch).backgroundColor)")
+    assert len(set(swatches)) == 5, swatches
+    colours = tokens.evaluate_all("(all) => all.map((token) => getComputedStyle(token).backgroundColor)")
+    for logprob, colour in zip(choice["logprobs"]["token_logprobs"], colours):
+        if logprob is not None:  # the first token of an echoed prompt has none
+            p = math.exp(logprob)
+            band = next(i for i, floor in enumerate((0.9, 0.5, 0.1, 0.01, 0)) if p >= floor)
+            assert colour == swatches[band], (logprob, colour, swatches)
+
+    # The heatmap marks the line break with ⏎ and the tab with ⇥; a copy leaves both out.
+    expect(text).to_contain_text("⏎")
+    expect(text).to_contain_text("⇥")
+    button(view, "Copy").click()
+    page.get_by_role("menuitem", name="The text", exact=True).click()
+    assert clipboard(page) == choice["text"], clipboard(page)
+    button(view, "Copy").click()  # with echo, the text holds its prompt already
+    page.get_by_role("menuitem", name="The prompt and the text", exact=True).click()
+    assert clipboard(page) == choice["text"], clipboard(page)
+    text.evaluate("""(element) => {
+        const range = document.createRange();
+        range.selectNodeContents(element);
+        getSelection().removeAllRanges();
+        getSelection().addRange(range);
+    }""")
+    page.keyboard.press("Control+c")
+    assert clipboard(page) == shown, (clipboard(page), shown)
+    ui.shoot("heatmap")
+
+    # The keyboard: one Tab stop in the text; End, the arrows and Enter show the likeliest tokens.
+    page.evaluate("() => getSelection().removeAllRanges()")
+    tab_to(page, tokens.first)
+    page.keyboard.press("End")
+    expect(tokens.last).to_be_focused()
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("Enter")
+    count = len(choice["logprobs"]["tokens"])
+    likeliest = view.get_by_role("region", name=f"The likeliest tokens at token {count - 1}")
+    expect(likeliest).to_be_visible()
+    expect(tokens.nth(count - 2)).to_have_attribute("aria-pressed", "true")
+    page.keyboard.press("Tab")
+    assert not text.evaluate("(element) => element.contains(document.activeElement)")  # out of the text
+
+    # Without the Heatmap, the tokens have no colour and no marks.
+    setting(page, "Heatmap").uncheck()
+    expect(text).not_to_contain_text("⏎")
+    colours = tokens.evaluate_all("(all) => all.map((token) => getComputedStyle(token).backgroundColor)")
+    assert not set(colours) & set(swatches), colours
     ui.check()
 
 

@@ -17,7 +17,7 @@ import { GROWING, deleteRun, readRun, startRuns, stopGroup, stopRun, useFollow }
 import { useRuns } from "../playground/runs_state.js";
 import { RunsTable, exportItems } from "../playground/runs_table.js";
 import { SettingsPanel } from "../playground/settings_panel.js";
-import { Legend, tokensOf } from "../playground/tokens.js";
+import { Legend, leaveMarksOut, tokensOf } from "../playground/tokens.js";
 
 const LIST_EVERY_MS = 30000;
 const STATUS_EVERY_MS = 5000;
@@ -74,6 +74,12 @@ export default function Playground({ route }) {
   const list = view.compare ? view.list : view.list.slice(0, 1);
   const editing = view.compare ? Math.min(active, list.length - 1) : 0;
   const errors = list.map((settings, i) => errorsWithFault(settings, limitsOf(models, settings.model), faults[i]));
+
+  // A copy of the page's text leaves the Heatmap's ⏎ and ⇥ marks out.
+  useEffect(() => {
+    document.addEventListener("copy", leaveMarksOut);
+    return () => document.removeEventListener("copy", leaveMarksOut);
+  }, []);
 
   // A new Playground starts on a Warm model, else the default one.
   useEffect(() => {
@@ -319,7 +325,7 @@ export default function Playground({ route }) {
         <section class="output" ref=${outputRef} aria-labelledby="output-title">
           <div class="output-head">
             <h2 id="output-title">Output</h2>
-            ${exportable.length ? html`<${Menu} label="Export" ariaLabel="Export the Runs in view" items=${exportItems(exportable)} />` : null}
+            ${exportable.length ? html`<${Menu} label="Export" title="Export the Runs in view" items=${exportItems(exportable)} />` : null}
             ${view.heatmap && startedRuns.some((r) => r.request.logprobs !== undefined) ? html`<${Legend} />` : null}
           </div>
           ${slots && slots.length ? html`<div class=${`run-grid${slots.length > 1 ? " run-grid-many" : ""}`}>
@@ -336,7 +342,7 @@ export default function Playground({ route }) {
                 differs=${k >= 0 ? diffs[k] : null} match=${count === null ? null : { count, of: firstRun.number }}
                 changes=${!view.compare && startedRuns.length === 1 ? changesFrom(doc.request, current) : null}
                 startLine=${startLine(model, statuses[doc.model])}
-                onStop=${stopOne} onCopy=${copy} onRunOn=${runOn} prompt=${prompt} />`;
+                onStop=${slots.length > 1 ? stopOne : null} onCopy=${copy} onRunOn=${runOn} prompt=${prompt} />`;
             })}
           </div>` : html`<p class="muted output-empty">Select ${view.compare ? "Run all" : "Run"} to see the text here as it grows.</p>`}
         </section>

@@ -12,9 +12,9 @@ export const MOST_TOKENS = 32000;
 export const FIELDS = [
   { key: "max_tokens", label: "Max tokens", kind: "int", initial: "64", api: null, min: 1, max: MOST_TOKENS, basic: true },
   { key: "temperature", label: "Temperature", kind: "number", initial: "1", api: 1, min: 0, max: 2, basic: true },
+  { key: "top_p", label: "Top p", kind: "number", initial: "1", api: 1, above: 0, max: 1, basic: true },
   { key: "n", label: "Choices", kind: "int", initial: "1", api: 1, min: 1, max: 128, basic: true },
   { key: "logprobs", label: "Top logprobs shown", kind: "int", initial: "5", api: null, min: 0, max: 100, basic: true },
-  { key: "top_p", label: "Top p", kind: "number", initial: "1", api: 1, above: 0, max: 1 },
   { key: "top_k", label: "Top k", kind: "int", initial: "0", api: 0, min: -1, hint: "0 or -1 turns the filter off." },
   { key: "min_p", label: "Min p", kind: "number", initial: "0", api: 0, min: 0, max: 1 },
   { key: "presence_penalty", label: "Presence penalty", kind: "number", initial: "0", api: 0, min: -2, max: 2 },
@@ -79,17 +79,20 @@ function outOfRange(field, value, limits) {
 const INTEGER = /^[+-]?\d+$/;
 const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
 
-/** The Layers of "0, 2" or "all" (true), or an error message. */
-function layersOf(raw, limits) {
+/** The Layers of "0, 2" or "all" (true), or an error message. A Layer past the model's last is the
+ * API's to refuse (spec: "When a setting is at fault, such as a Layer that the model does not have,
+ * the App marks that setting until you change it"): the output then says why, in the API's words. */
+function layersOf(raw) {
   const text = raw.trim();
   if (/^all$/i.test(text)) return { value: true };
   const parts = text.split(/[\s,]+/).filter(Boolean);
-  const top = limits.n_layers ? limits.n_layers - 1 : null;
-  const words = top === null ? "Layers 0 or more, such as 0, 2, or all" : `Layers from 0 to ${top}, such as 0, 2, or all`;
-  if (!parts.length || parts.some((part) => !INTEGER.test(part))) return { error: `Read Layers: ${words}.` };
-  const layers = [...new Set(parts.map(Number))].sort((a, b) => a - b);
-  if (layers.some((layer) => layer < 0 || (top !== null && layer > top))) return { error: `Read Layers: ${words}.` };
-  return { value: layers };
+  if (!parts.length || parts.some((part) => !/^\d+$/.test(part))) return { error: "Read Layers: Layers 0 or more, such as 0, 2, or all." };
+  return { value: [...new Set(parts.map(Number))].sort((a, b) => a - b) };
+}
+
+/** The Layers that the model has, in words for the hint: "The model has Layers 0 to 3." */
+export function layersWords(limits = {}) {
+  return limits.n_layers ? `The model has Layers 0 to ${grouped(limits.n_layers - 1)}.` : "";
 }
 
 /** The stop texts of the box: one a line, with \n and \t read as a line break and a tab. */
@@ -116,7 +119,7 @@ export function parse(field, raw, limits = {}) {
     if (stops.length > 4) return { error: `Stop: at most 4 texts, one a line. It has ${stops.length}.` };
     return { value: stops.length ? stops : undefined };
   }
-  if (field.kind === "layers") return layersOf(text, limits);
+  if (field.kind === "layers") return layersOf(text);
   const whole = field.kind === "int";
   if (!(whole ? INTEGER : DECIMAL).test(text)) {
     return { error: whole ? `${field.label}: a whole number, ${rangeWords(field, limits)}.` : `${field.label}: a number, ${rangeWords(field, limits)}.` };

@@ -1,6 +1,8 @@
 // One Run as the output shows it: its number, model, status, how its settings differ from the
 // others', how many first tokens match the first Run's, its text as it grows (tokens, Heatmap),
-// the likeliest tokens at a token, its Activations, Copy, and Stop.
+// the likeliest tokens at a token, its Activations, Copy, and, beside other Runs, its own Stop
+// (alone, the page's one Stop stops it). Its article is named "Run 4", so its buttons are simply
+// "Copy" and "Stop".
 import { useState } from "preact/hooks";
 import { html } from "../html.js";
 import { Menu } from "../components/menu.js";
@@ -69,7 +71,8 @@ export function RunView({ run, model, differs, match, changes, heatmap, startLin
   const title = `Run ${run.number}`;
   const copyItems = [
     { label: "The text", onSelect: () => onCopy(outputText(run), "the text") },
-    { label: "The prompt and the text", onSelect: () => onCopy(promptText(run.request) + outputText(run), "the prompt and the text") },
+    // With echo the text holds its prompt already.
+    { label: "The prompt and the text", onSelect: () => onCopy((run.request.echo ? "" : promptText(run.request)) + outputText(run), "the prompt and the text") },
   ];
   const tokens = selected ? tokensOf(choices[selected.choice]) : null;
   return html`<article class=${`run run-${run.status}`} aria-labelledby=${`run-${run.id}-title`}>
@@ -78,8 +81,8 @@ export function RunView({ run, model, differs, match, changes, heatmap, startLin
       <${ModelName} model=${model} id=${run.model} />
       <span class=${`badge badge-run-${run.status}`}>${STATUS[run.status] || run.status}</span>
       <div class="run-actions">
-        ${growing && onStop ? html`<button type="button" onClick=${() => onStop(run)}>Stop</button>` : null}
-        <${Menu} label="Copy" ariaLabel=${`Copy: ${title}`} items=${copyItems} />
+        ${growing && onStop ? html`<button type="button" aria-label=${`Stop run ${run.number}`} onClick=${() => onStop(run)}>Stop</button>` : null}
+        <${Menu} label="Copy" items=${copyItems} />
       </div>
     </header>
     ${differs && differs.length ? html`<p class="run-differs">${differs.map(([label, words]) => html`<span class="chip">${label} ${words}</span>`)}</p>` : null}

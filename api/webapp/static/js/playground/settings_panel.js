@@ -1,8 +1,9 @@
 // The settings of one model: the Model, each field of the request with its range marked as you
-// type, Read Layers, Steer, the Heatmap, and Reset to default (spec: "Run a prompt").
+// type, Read Layers, Steer, the Heatmap, and Reset to default (spec: "Run a prompt"). Every field
+// shows at once, none folded away: the guide names them (Top p, Seed) as if they are in view.
 import { html } from "../html.js";
 import { Checkbox, Field } from "../components/field.js";
-import { FIELDS, rangeWords } from "./fields.js";
+import { FIELDS, layersWords, rangeWords } from "./fields.js";
 import { shortName } from "./models.js";
 import { SteerFields } from "./steer.js";
 
@@ -14,6 +15,7 @@ function hintOf(field, limits) {
     const words = range ? `${range[0].toUpperCase()}${range.slice(1)}.` : "";
     return [words, field.hint].filter(Boolean).join(" ");
   }
+  if (field.kind === "layers") return [field.hint, layersWords(limits)].filter(Boolean).join(" ");
   return field.hint;
 }
 
@@ -50,12 +52,10 @@ export function SettingsPanel({ title, settings, onChange, errors, models, limit
     ${FIELDS.filter((f) => f.basic).map(show)}
     <${Checkbox} label="Heatmap" checked=${heatmap} onChange=${onHeatmap} />
     ${show(field("output_residual_stream"))}
-    <details class="more" open=${MORE.some((f) => errors[f.key]) || undefined}>
-      <summary>More settings</summary>
-      ${MORE.map(show)}
-    </details>
     <${SteerFields} steer=${settings.steer} onChange=${(steer) => onChange({ ...settings, steer })}
       error=${errors.apply_steering_vectors} hiddenSize=${limits.hidden_size} />
+    <h3 class="settings-more">More settings</h3>
+    ${MORE.map(show)}
     <div class="actions"><button type="button" onClick=${onReset}>Reset to default</button></div>
   </section>`;
 }

@@ -190,12 +190,14 @@ export function SteerFields({ steer, onChange, error, hiddenSize }) {
   }
   const where = value.where || "all";
   const problem = value.error || error;
+  // The legend labels the file input too: "Steer" names the place to upload a vector.
   return html`<fieldset class=${`steer${problem ? " field-invalid" : ""}`}>
-    <legend>Steer</legend>
-    <p class="hint">Add a Steering vector of the model's hidden size${hiddenSize ? ` (${hiddenSize} numbers)` : ""}: a row for each Layer, or one row for them all.</p>
+    <legend><label for="steer-file">Steer</label></legend>
+    <p class="hint" id="steer-hint">Add a Steering vector of the model's hidden size${hiddenSize ? ` (${hiddenSize} numbers)` : ""}: a row for each Layer, or one row for them all.</p>
     <div class="field">
-      <label for="steer-file">Vector file (.npy or .safetensors)</label>
-      <input id="steer-file" type="file" accept=".npy,.safetensors" onChange=${choose} />
+      <p class="field-label" id="steer-file-words">Vector file (.npy or .safetensors)</p>
+      <input id="steer-file" type="file" accept=".npy,.safetensors" aria-describedby="steer-file-words steer-hint"
+        aria-invalid=${problem ? "true" : undefined} onChange=${choose} />
     </div>
     <${Field} label="Or paste base64" multiline value=${value.pasted || ""} onInput=${paste}
       hint="float32 numbers, or an encoded vector as JSON." />
@@ -204,7 +206,7 @@ export function SteerFields({ steer, onChange, error, hiddenSize }) {
     <${Field} label="Layers" value=${value.layers} onInput=${(layers) => set({ layers })} hint="Such as 1, or 1, 2." inputmode="numeric" />
     <${Field} label="Scale" value=${value.scale} onInput=${(scale) => set({ scale })} inputmode="decimal" />
     <${Checkbox} label="Norm match" checked=${value.norm_match} onChange=${(norm_match) => set({ norm_match })} />
-    <div class="field" role="radiogroup" aria-label="Where to steer">
+    <div class="field" role="radiogroup" aria-label="Where the vector goes">
       ${[["all", "Every position"], ["positions", "Positions"], ["spans", "Spans"]].map(([key, label]) => html`
         <label class="radio"><input type="radio" name="steer-where" value=${key} checked=${where === key}
           onChange=${() => set({ where: key })} /> ${label}</label>`)}

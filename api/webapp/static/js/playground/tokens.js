@@ -1,7 +1,8 @@
 // A choice's text, token by token (spec: "Read tokens and the heatmap"): with log probabilities
 // each token is a button (one tab stop; the arrow keys move, Enter or a select shows the likeliest
-// tokens there), the Heatmap colours it by its probability in five bands, and ⏎ and ⇥ mark a line
-// break and a tab with CSS, so that a copy of the text leaves the marks out.
+// tokens there), and the Heatmap colours it by its probability in five bands and marks a line break
+// with ⏎ and a tab with ⇥. A mark is text on the page, so that it reads as the spec draws it, and
+// a copy of the page's text leaves it out (leaveMarksOut).
 import { useRef } from "preact/hooks";
 import { html } from "../html.js";
 
@@ -24,20 +25,36 @@ export function percent(logprob) {
   return "under 0.000001%";
 }
 
-/** A token's text with its marks: each line break after a ⏎, each tab after a ⇥ (both drawn by
- * CSS, never in the text). */
+const MARKS = { "\n": ["mark-newline", "⏎"], "\t": ["mark-tab", "⇥"] };
+
+/** A token's text with its marks: a ⏎ before each line break, a ⇥ before each tab. */
 export function Marked({ text }) {
   const parts = [];
   let plain = "";
   for (const char of text) {
-    if (char === "\n" || char === "\t") {
+    if (MARKS[char]) {
       if (plain) parts.push(plain);
       plain = "";
-      parts.push(html`<span class=${char === "\n" ? "mark-newline" : "mark-tab"} aria-hidden="true"></span>${char}`);
+      const [kind, mark] = MARKS[char];
+      parts.push(html`<span class=${`mark ${kind}`} aria-hidden="true">${mark}</span>${char}`);
     } else plain += char;
   }
   if (plain) parts.push(plain);
   return parts;
+}
+
+/** A copy of the page's text without the marks: the 'copy' event of a selection that holds one
+ * puts the selection's own text, less the marks, on the clipboard. */
+export function leaveMarksOut(event) {
+  const selection = window.getSelection();
+  if (!selection || selection.isCollapsed || !event.clipboardData) return;
+  const holder = document.createElement("div");
+  for (let i = 0; i < selection.rangeCount; i += 1) holder.append(selection.getRangeAt(i).cloneContents());
+  const marks = holder.querySelectorAll(".mark");
+  if (!marks.length) return;
+  marks.forEach((mark) => mark.remove());
+  event.clipboardData.setData("text/plain", holder.textContent);
+  event.preventDefault();
 }
 
 /** The tokens of a choice with their log probabilities, or null when it has none. */
@@ -51,7 +68,8 @@ export function tokensOf(choice) {
 }
 
 export function Legend() {
-  return html`<ul class="heat-legend" aria-label="Heatmap">
+  // Named apart from the Heatmap switch of the settings, so that "Heatmap" labels one thing.
+  return html`<ul class="heat-legend" aria-label="Bands of probability">
     ${BANDS.map(([, label], i) => html`<li><span class=${`heat heat-${i} swatch-heat`} aria-hidden="true"></span>${label}</li>`)}
   </ul>`;
 }
@@ -60,7 +78,7 @@ export function Legend() {
 export function TokenText({ choice, heatmap, selected, onSelect, label }) {
   const list = useRef(null);
   const tokens = tokensOf(choice);
-  if (!tokens) return html`<div class="run-text" aria-label=${label}><${Marked} text=${choice.text || ""} /></div>`;
+  if (!tokens) return html`<div class="run-text">${choice.text || ""}</div>`;
   const focusAt = (index) => {
     const buttons = list.current ? list.current.querySelectorAll("button.tok") : [];
     const clamped = Math.max(0, Math.min(buttons.length - 1, index));
@@ -81,7 +99,7 @@ export function TokenText({ choice, heatmap, selected, onSelect, label }) {
       const name = t.logprob === null || t.logprob === undefined ? t.token : `${t.token}, ${percent(t.logprob)}`;
       return html`<button type="button" class=${`tok${heat}`} tabindex=${i === stop ? "0" : "-1"}
         aria-pressed=${selected === i ? "true" : "false"} aria-label=${name} title=${t.logprob === null || t.logprob === undefined ? undefined : percent(t.logprob)}
-        onClick=${() => onSelect(selected === i ? null : i)} onKeyDown=${(event) => onKey(event, i)}><${Marked} text=${t.token} /></button>`;
+        onClick=${() => onSelect(selected === i ? null : i)} onKeyDown=${(event) => onKey(event, i)}>${heatmap ? html`<${Marked} text=${t.token} />` : t.token}</button>`;
     })}
   </div>`;
 }
