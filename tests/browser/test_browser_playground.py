@@ -26,7 +26,7 @@ import numpy
 import pandas
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PREFIX, App, UI, User, tab_to
+from tests.browser.conftest import PREFIX, App, UI, User, drawn, tab_to
 
 EXAMPLE = "The three most surprising facts about octopuses are"
 RUN_WAIT_MS = 120_000
@@ -135,6 +135,10 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     nav = page.get_by_role("navigation", name="The App").locator(".nav-pages a")
     expect(nav).to_have_text(["Playground", "Usage", "Jobs", "API Keys"])  # the spec's order, without Loom yet
     ui.shoot("playground-new")
+    # The model list shows each model's name; hovering shows its id, which the API takes as `model`.
+    model = setting(page, "Model")
+    expect(model).to_have_attribute("title", "tiny-llama")
+    expect(model.locator("option:checked")).to_have_attribute("title", "tiny-llama")
 
     # Tab in the empty prompt box puts in the gray example; the next Tab moves on.
     prompt = page.get_by_label("Prompt", exact=True)
@@ -169,7 +173,7 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     page.get_by_role("button", name="Run", exact=True).click()
     view = wait_ended(page, 1)
     expect(prompt).to_have_value(EXAMPLE)
-    tokens = view.locator("button.tok")
+    tokens = view.locator(".tok")
     expect(tokens).to_have_count(12)
     expect(view).to_contain_text("12 output tokens")
     # The Heatmap: each token in one of the five bands, with the legend.
@@ -219,7 +223,7 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
 
     # Turn the Heatmap off: the address says so, and the tokens lose their colours.
     setting(page, "Heatmap").uncheck()
-    expect(view2.locator("button.tok.heat")).to_have_count(0)
+    expect(view2.locator(".tok.heat")).to_have_count(0)
     expect(page).to_have_url(re.compile(r"[?&]heatmap=off"))
 
     # Stop: a long Run stops, keeps its text, and says Stopped.
@@ -230,7 +234,7 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     expect(view3.locator(".run-text")).not_to_be_empty(timeout=RUN_WAIT_MS)  # the text as it grows
     button(page, "Stop").click()  # one Stop: the page's, for its one Run
     expect(view3.locator(".badge")).to_have_text("Stopped", timeout=RUN_WAIT_MS)
-    grown = view3.locator("button.tok").count()
+    grown = view3.locator(".tok").count()
     assert 0 < grown < 2000, grown
     ui.shoot("playground-stopped")
 
@@ -442,6 +446,25 @@ def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: 
                                             "temperature": 1.5, "seed": 7, "logprobs": 5}
     row_action(page, 2, "Copy prompt")
     assert clipboard(page) == "Once upon a time"
+    row_action(page, 2, "Copy output")
+    assert clipboard(page) == chosen[1]["completion"]["choices"][0]["text"]
+    # Show shows the Run alone, as a select on its row does.
+    row_action(page, 4, "Show")
+    expect(views).to_have_count(1)
+    expect(views.first).to_have_accessible_name("Run 4")
+    # Use these settings puts the Run's model, settings and prompt back into the form; the Run then
+    # says how the settings on screen differ from its own.
+    button(page, "Single").click()
+    page.get_by_label("Prompt", exact=True).fill("Something else")
+    row_action(page, 2, "Use these settings")
+    expect(page.get_by_label("Prompt", exact=True)).to_have_value("Once upon a time")
+    expect(setting(page, "Temperature")).to_have_value("1.5")
+    expect(setting(page, "Seed")).to_have_value("7")
+    expect(views).to_have_count(1)
+    expect(views.first).to_have_accessible_name("Run 2")
+    setting(page, "Temperature").fill("0.5")
+    views.first.get_by_text("The settings on screen differ from this Run's").click()
+    expect(views.first).to_contain_text("Temperature: 1.5 in this Run, 0.5 on screen")
 
     # Delete asks first, with Delete run; the Run leaves the table at once.
     row_action(page, 3, "Delete")
@@ -453,11 +476,17 @@ def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: 
     expect(page.get_by_role("row").filter(has_text="Comparison of runs 1, 2, 4, 5 and 6")).to_be_visible()
 
     # Restore brings the comparison back into the form: each Run's settings, with its seed, the
-    # prompt, and the Runs side by side. Nothing runs until Run all.
+    # prompt, and the Runs side by side. Nothing runs until Run all. On a phone, the group's row
+    # keeps its name and Restore in view, however wide the table.
     page.get_by_label("Prompt", exact=True).fill("")
-    button(page, "Single").click()
     restored = [run for run in runs_of(page) if run["number"] in (1, 2, 4, 5, 6)][::-1]
     group = page.get_by_role("row").filter(has_text="Comparison of runs 1, 2, 4, 5 and 6")
+    page.set_viewport_size({"width": 390, "height": 844})
+    group.scroll_into_view_if_needed()
+    box = button(group, "Restore").bounding_box()
+    assert box["x"] + box["width"] <= 390 and drawn(button(group, "Restore")), box
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    page.set_viewport_size({"width": 1280, "height": 800})
     button(group, "Restore").click()
     expect(button(page, "Compare")).to_have_attribute("aria-pressed", "true")
     expect(models.locator(".model-card")).to_have_count(5)
@@ -477,6 +506,20 @@ def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: 
         wait_ended(page, number)
     again = [run for run in runs_of(page) if run["number"] >= 13][::-1]
     assert [run["request"] for run in again] == [run["request"] for run in restored], (again, restored)
+
+    # A model that the API refuses says why in its place, beside the Runs that started; its setting
+    # at fault is marked.
+    page.get_by_role("button", name="Change the settings of model 3").click()
+    setting(page, "Read Layers").fill("9")
+    button(page, "Run all").click()
+    refused = page.get_by_role("article", name="Model 3: not started")
+    expect(refused).to_contain_text("has Layers 0 to 3: it has no Layer 9.")
+    expect(views).to_have_count(5)
+    expect(views.nth(2)).to_have_accessible_name("Model 3: not started")
+    for number in range(18, 22):
+        wait_ended(page, number)
+    expect(setting(page, "Read Layers")).to_have_attribute("aria-invalid", "true")
+    ui.shoot("compare-refused")
     ui.check()
 
 
@@ -512,9 +555,12 @@ def test_the_heatmap_bands_its_marks_and_a_copy_without_them(app: App, new_ui: A
             band = next(i for i, floor in enumerate((0.9, 0.5, 0.1, 0.01, 0)) if p >= floor)
             assert colour == swatches[band], (logprob, colour, swatches)
 
-    # The heatmap marks the line break with ⏎ and the tab with ⇥; a copy leaves both out.
+    # The heatmap marks the line break with ⏎ and the tab with ⇥; a copy leaves both out. The line
+    # break still breaks the line: the token after it starts lower down.
     expect(text).to_contain_text("⏎")
     expect(text).to_contain_text("⇥")
+    at = next(i for i, token in enumerate(choice["logprobs"]["tokens"]) if "\n" in token)
+    assert tokens.nth(at + 1).bounding_box()["y"] > tokens.nth(at).bounding_box()["y"] + 5
     button(view, "Copy").click()
     page.get_by_role("menuitem", name="The text", exact=True).click()
     assert clipboard(page) == choice["text"], clipboard(page)

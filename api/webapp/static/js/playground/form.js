@@ -47,7 +47,7 @@ export function ModelsList({ models, list, active, errors, onChange, onDuplicate
             ${i === active ? html`<span class="muted">(in the settings)</span>` : null}
           </div>
           <p class="model-summary">${settingsSummary(settings) || "The default settings"}</p>
-          ${bad ? html`<p class="field-error">A setting is out of range.</p>` : null}
+          ${bad ? html`<p class="field-error">${Object.values(errors[i])[0]}</p>` : null}
           <div class="model-buttons">
             <button type="button" aria-pressed=${i === active ? "true" : "false"} aria-label=${`Change the settings of model ${i + 1}`}
               onClick=${() => onChange(i)}>Change</button>

@@ -98,11 +98,11 @@ export function RunsTable({ runs, models, chosen, onChoose, shownIds, actions, r
           <th scope="col"><span class="visually-hidden">Actions</span></th>
         </tr></thead>
         <tbody>${rows.map((row) => row.group
-          ? html`<tr class="group-row" key=${row.group}><td colspan="9">
+          ? html`<tr class="group-row" key=${row.group}><td colspan="9"><div class="group-head">
               <span class="group-name">Comparison of runs ${numbersWords(row.members.map((r) => r.number))}</span>
               <button type="button" disabled=${restoreBusy} onClick=${() => actions.restore(row.members)}>Restore</button>
               ${restoreBusy ? html`<span class="muted">Restore waits until no Run of the page is running.</span>` : null}
-            </td></tr>`
+            </div></td></tr>`
           : html`<${RunRow} key=${row.run.id} run=${row.run} models=${models} chosen=${chosen.has(row.run.id)} onChoose=${onChoose}
               shown=${shownIds.includes(row.run.id)} actions=${actions} inGroup=${row.inGroup} />`)}</tbody>
       </table>

@@ -1,8 +1,10 @@
 // A choice's text, token by token (spec: "Read tokens and the heatmap"): with log probabilities
 // each token is a button (one tab stop; the arrow keys move, Enter or a select shows the likeliest
-// tokens there), and the Heatmap colours it by its probability in five bands and marks a line break
-// with ⏎ and a tab with ⇥. A mark is text on the page, so that it reads as the spec draws it, and
-// a copy of the page's text leaves it out (leaveMarksOut).
+// tokens there), and the Heatmap colours it by its probability in five bands and marks a line
+// break with ⏎ and a tab with ⇥. A mark is text on the page, so that it reads as the spec draws
+// it, and a copy of the page's text leaves it out (leaveMarksOut). A token is a span with the
+// button role, not a <button>: a <button> is a box of its own, so a line break inside one would
+// not break the line of the text.
 import { useRef } from "preact/hooks";
 import { html } from "../html.js";
 
@@ -80,7 +82,7 @@ export function TokenText({ choice, heatmap, selected, onSelect, label }) {
   const tokens = tokensOf(choice);
   if (!tokens) return html`<div class="run-text">${choice.text || ""}</div>`;
   const focusAt = (index) => {
-    const buttons = list.current ? list.current.querySelectorAll("button.tok") : [];
+    const buttons = list.current ? list.current.querySelectorAll(".tok") : [];
     const clamped = Math.max(0, Math.min(buttons.length - 1, index));
     if (buttons[clamped]) buttons[clamped].focus();
   };
@@ -89,6 +91,9 @@ export function TokenText({ choice, heatmap, selected, onSelect, label }) {
     if (event.key in moves) {
       event.preventDefault();
       focusAt(moves[event.key]);
+    } else if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      onSelect(selected === index ? null : index);
     }
   }
   // One tab stop: the selected token, else the first.
@@ -97,9 +102,9 @@ export function TokenText({ choice, heatmap, selected, onSelect, label }) {
     ${tokens.map((t, i) => {
       const heat = heatmap && t.logprob !== null && t.logprob !== undefined ? ` heat heat-${band(t.logprob)}` : "";
       const name = t.logprob === null || t.logprob === undefined ? t.token : `${t.token}, ${percent(t.logprob)}`;
-      return html`<button type="button" class=${`tok${heat}`} tabindex=${i === stop ? "0" : "-1"}
+      return html`<span role="button" class=${`tok${heat}`} tabindex=${i === stop ? "0" : "-1"}
         aria-pressed=${selected === i ? "true" : "false"} aria-label=${name} title=${t.logprob === null || t.logprob === undefined ? undefined : percent(t.logprob)}
-        onClick=${() => onSelect(selected === i ? null : i)} onKeyDown=${(event) => onKey(event, i)}>${heatmap ? html`<${Marked} text=${t.token} />` : t.token}</button>`;
+        onClick=${() => onSelect(selected === i ? null : i)} onKeyDown=${(event) => onKey(event, i)}>${heatmap ? html`<${Marked} text=${t.token} />` : t.token}</span>`;
     })}
   </div>`;
 }
