@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -76,14 +77,20 @@ async def browser_client(stack: Any, address: str | None = None) -> httpx.AsyncC
     return client
 
 
+def new_user(now: datetime, email: str | None = None, password: str | None = PASSWORD, *,
+             name: str | None = None, role: Role = Role.user) -> User:
+    """The row of a User with an email and (unless None) a password, as an approval makes it."""
+    email = email or f"user-{uuid.uuid4().hex[:8]}@example.org"
+    return User(name=name or f"{email} {uuid.uuid4().hex[:4]}", email=email.lower(), role=role,
+                password_hash=passwords.hash_password(password) if password else None,
+                password_set_at=now if password else None)
+
+
 async def make_user(stack: Any, email: str | None = None, password: str | None = PASSWORD, *,
                     name: str | None = None, role: Role = Role.user) -> User:
     """A User with an email and (unless None) a password, made in the ledger as an approval would."""
-    email = email or f"user-{uuid.uuid4().hex[:8]}@example.org"
+    user = new_user(stack.services.clock(), email, password, name=name, role=role)
     async with stack.services.ledger.write_sessions() as session:
-        user = User(name=name or f"{email} {uuid.uuid4().hex[:4]}", email=email.lower(), role=role,
-                    password_hash=passwords.hash_password(password) if password else None,
-                    password_set_at=stack.services.clock() if password else None)
         session.add(user)
         await session.commit()
     return user

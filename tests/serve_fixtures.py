@@ -100,6 +100,16 @@ class ServeInstance:
         """`await read(session)` on the stack's ledger, from a (synchronous) test."""
         return read_ledger(self.database_url, read)
 
+    def clear_sign_in_tries(self) -> None:
+        """A fresh minute for the App's 5-tries limits: every test signs in from 127.0.0.1."""
+        from sqlalchemy import text
+
+        async def clear(session: Any) -> None:
+            await session.execute(text("DELETE FROM access_tries"))
+            await session.commit()
+
+        self.read_ledger(clear)
+
     @contextlib.contextmanager
     def application(self, profile: str, name: str, route_prefix: str,
                     env: dict[str, str] | None = None) -> Iterator[str]:
@@ -114,3 +124,15 @@ class ServeInstance:
             yield f"{self.root}{route_prefix.rstrip('/')}/v1"
         finally:
             serve.delete(name)
+
+
+def holds(serve_instance: ServeInstance, request_id: str) -> list[Any]:
+    """The Holds whose request id starts with `request_id` (a Job's, a Node's, a Run's: each of
+    its attempts has one)."""
+    from sqlmodel import select
+
+    from ledger.tokens.tables import Hold
+
+    async def read(session: Any) -> list[Any]:
+        return list((await session.exec(select(Hold).where(Hold.request_id.startswith(request_id)))).all())
+    return serve_instance.read_ledger(read)

@@ -215,16 +215,6 @@ class App:
             assert answer.status_code == 200, answer.text
         return user
 
-    def clear_sign_in_tries(self) -> None:
-        """A fresh minute for the 5-tries limits: every test signs in from 127.0.0.1."""
-        from sqlalchemy import text
-
-        async def clear(session: Any) -> None:
-            await session.execute(text("DELETE FROM access_tries"))
-            await session.commit()
-
-        self.serve.read_ledger(clear)
-
     def completion(self, key: str, prompt: str = "The sky is", max_tokens: int = 2) -> Any:
         """The spec's openai SDK example ("Send the key"), with the key from the App."""
         from openai import OpenAI
@@ -251,7 +241,7 @@ def app(serve_instance: ServeInstance, mailbox: Mailbox) -> Iterator[App]:
 
 @pytest.fixture(autouse=True)
 def fresh_tries(app: App) -> None:
-    app.clear_sign_in_tries()
+    app.serve.clear_sign_in_tries()
 
 
 # -- the browser ------------------------------------------------------------------------------------

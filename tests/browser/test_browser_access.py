@@ -154,7 +154,7 @@ def test_the_sign_in_limit(app: App, new_ui) -> None:
     expect(page.get_by_text(re.compile(r"Too many tries to sign in\. Wait \d+ seconds?\."))).to_be_visible()
     expect(page).to_have_url(re.compile(r"/browser/sign-in"))
     ui.shoot("sign-in-limit")
-    app.clear_sign_in_tries()
+    app.serve.clear_sign_in_tries()
     ui.check()
 
 

@@ -14,13 +14,10 @@ from typing import Any, Iterator
 
 import httpx
 import pytest
-from sqlmodel import select
 
-from ledger.tokens.tables import Hold
 from ledger.work.tables import Work
 from tests.programs import program_file
-from tests.serve_fixtures import ServeInstance, kill_runner
-
+from tests.serve_fixtures import ServeInstance, holds, kill_runner
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +47,6 @@ def wait(stack: tuple[str, str], job_id: str, *statuses: str, timeout_s: float =
             return job
         assert time.monotonic() < deadline, job
         time.sleep(0.1)
-
-
-def holds(serve_instance: ServeInstance, request_id: str) -> list[Any]:
-    async def read(session: Any) -> list[Any]:
-        return list((await session.exec(select(Hold).where(Hold.request_id.startswith(request_id)))).all())
-    return serve_instance.read_ledger(read)
 
 
 def work_row(serve_instance: ServeInstance, job_id: str) -> Any:

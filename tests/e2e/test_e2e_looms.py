@@ -20,12 +20,10 @@ from typing import Any, Iterator
 
 import httpx
 import pytest
-from sqlmodel import select
 
 from deployments.catalog import load_model_spec
-from ledger.tokens.tables import Hold
 from ledger.work.tables import LoomNode, Work
-from tests.serve_fixtures import ServeInstance, kill_runner
+from tests.serve_fixtures import ServeInstance, holds, kill_runner
 from tests.spec import spec_docs, validate
 
 SERVED_NAME = "acs/tiny-llama-random"
@@ -158,10 +156,7 @@ def node_row(serve_instance: ServeInstance, node_id: str) -> tuple[Any, Any]:
 
 
 def holds_of(serve_instance: ServeInstance, node_id: str) -> list[Any]:
-    async def query(session: Any) -> list[Any]:
-        prefix = f"node-{uuid.UUID(node_id).hex}"
-        return list((await session.exec(select(Hold).where(Hold.request_id.startswith(prefix)))).all())
-    return serve_instance.read_ledger(query)
+    return holds(serve_instance, f"node-{uuid.UUID(node_id).hex}")
 
 
 # -- the guide, step by step ------------------------------------------------------------------------
