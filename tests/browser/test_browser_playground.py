@@ -529,8 +529,9 @@ def test_the_heatmap_bands_its_marks_and_a_copy_without_them(app: App, new_ui: A
     ui: UI = new_ui()
     page = ui.page
     signed_in_with_key(app, ui, "heat")
-    # Echo the prompt: its line break and tab come back as tokens of the text.
-    page.get_by_label("Prompt", exact=True).fill("Dear Sir,\n\tThank you")
+    # Echo the prompt: its line break and tab come back as tokens of the text; the first line ends
+    # in more spaces than its width holds.
+    page.get_by_label("Prompt", exact=True).fill("Dear Sir," + " " * 160 + "\n\tThank you")
     setting(page, "Max tokens").fill("6")
     setting(page, "Echo the prompt").check()
     button(page, "Run").click()
@@ -561,6 +562,10 @@ def test_the_heatmap_bands_its_marks_and_a_copy_without_them(app: App, new_ui: A
     expect(text).to_contain_text("⇥")
     at = next(i for i, token in enumerate(choice["logprobs"]["tokens"]) if "\n" in token)
     assert tokens.nth(at + 1).bounding_box()["y"] > tokens.nth(at).bounding_box()["y"] + 5
+    # ...and no token, the spaces at a line's end included, reaches past the text's box.
+    right = text.bounding_box()["x"] + text.bounding_box()["width"]
+    assert all(box["x"] + box["width"] <= right + 1 for box in tokens.evaluate_all(
+        "(all) => all.flatMap((token) => [...token.getClientRects()].map((r) => ({x: r.x, width: r.width})))")), right
     button(view, "Copy").click()
     page.get_by_role("menuitem", name="The text", exact=True).click()
     assert clipboard(page) == choice["text"], clipboard(page)
