@@ -429,6 +429,9 @@ def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: 
         assert f"Once upon a time{run['completion']['choices'][0]['text']}" in text_file, text_file
     assert text_file.index("Run 1,") < text_file.index("Run 2,") and "Run 3," not in text_file, text_file
     ui.shoot("runs-table")
+    # At 1280 px every column of the table is in view, without scrolling sideways.
+    widths = page.get_by_role("region", name="The Runs table").evaluate("(element) => [element.scrollWidth, element.clientWidth]")
+    assert widths[0] <= widths[1], widths
 
     # The row menu: Copy as API request is a streaming curl that reads $ACS_API_KEY and holds no key.
     row_action(page, 2, "Copy as API request")
