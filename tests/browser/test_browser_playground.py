@@ -536,7 +536,7 @@ def test_the_heatmap_bands_its_marks_and_a_copy_without_them(app: App, new_ui: A
     # in more spaces than its width holds.
     page.get_by_label("Prompt", exact=True).fill("Dear Sir," + " " * 160 + "\n\tThank you")
     setting(page, "Max tokens").fill("6")
-    setting(page, "Echo the prompt").check()
+    setting(page, "Echo").check()
     button(page, "Run").click()
     view = wait_ended(page, 1)
     choice = run_of(page, runs_of(page)[0]["id"])["choices"][0]
@@ -604,6 +604,16 @@ def test_the_heatmap_bands_its_marks_and_a_copy_without_them(app: App, new_ui: A
     expect(text).not_to_contain_text("⏎")
     colours = tokens.evaluate_all("(all) => all.map((token) => getComputedStyle(token).backgroundColor)")
     assert not set(colours) & set(swatches), colours
+
+    # A Run that asks for no log probabilities (Top logprobs shown 0) shows plain text: no buttons.
+    setting(page, "Heatmap").check()
+    setting(page, "Top logprobs shown").fill("0")
+    button(page, "Run").click()
+    plain = wait_ended(page, 2)
+    expect(plain.get_by_role("button", name="Copy", exact=True)).to_have_count(1)
+    expect(plain.get_by_role("button")).to_have_count(1)  # Copy alone
+    expect(plain).to_contain_text("Thank you")
+    expect(page.get_by_text("90% or more", exact=True)).to_have_count(0)  # no legend without log probabilities
     ui.check()
 
 

@@ -12,7 +12,7 @@ import { DeleteDialog } from "../playground/delete_dialog.js";
 import { ModelsList, PromptBox } from "../playground/form.js";
 import { BY_KEY, changesFrom, curlOf, defaults, differences, errorsOf, requestOf, settingsOf } from "../playground/fields.js";
 import { modelStatus, startLine, startingModel, useModels } from "../playground/models.js";
-import { RefusedView, RunView, matching, promptText } from "../playground/output.js";
+import { RefusedView, RunView, asksLogprobs, matching, promptText } from "../playground/output.js";
 import { GROWING, deleteRun, readRun, startRuns, stopGroup, stopRun, useFollow } from "../playground/runs.js";
 import { useRuns } from "../playground/runs_state.js";
 import { RunsTable, exportItems } from "../playground/runs_table.js";
@@ -326,7 +326,7 @@ export default function Playground({ route }) {
           <div class="output-head">
             <h2 id="output-title">Output</h2>
             ${exportable.length ? html`<${Menu} label="Export" title="Export the Runs in view" items=${exportItems(exportable)} />` : null}
-            ${view.heatmap && startedRuns.some((r) => r.request.logprobs !== undefined) ? html`<${Legend} />` : null}
+            ${view.heatmap && startedRuns.some(asksLogprobs) ? html`<${Legend} />` : null}
           </div>
           ${slots && slots.length ? html`<div class=${`run-grid${slots.length > 1 ? " run-grid-many" : ""}`}>
             ${slots.map((slot, i) => {

@@ -22,7 +22,8 @@ export const FIELDS = [
   { key: "repetition_penalty", label: "Repetition penalty", kind: "number", initial: "1", api: 1, above: 0, hint: "1 turns the penalty off." },
   { key: "seed", label: "Seed", kind: "int", initial: "", api: null, min: 0, hint: "Blank: a new random seed." },
   { key: "stop", label: "Stop", kind: "stops", initial: "", api: null, hint: "Up to 4 texts, one a line. \\n is a line break, \\t a tab." },
-  { key: "echo", label: "Echo the prompt", kind: "bool", initial: false, api: false },
+  // "Echo", not "Echo the prompt": "Prompt" labels the prompt box alone.
+  { key: "echo", label: "Echo", kind: "bool", initial: false, api: false, hint: "Puts the prompt in front of the text." },
   { key: "add_special_tokens", label: "Add special tokens", kind: "bool", initial: true, api: true },
   { key: "output_residual_stream", label: "Read Layers", kind: "layers", initial: "", api: null, hint: "Layers such as 0, 2, or all. Blank reads none." },
   { key: "priority", label: "Priority", kind: "int", initial: "0", api: 0, min: 0, hint: "A lower number runs first." },

@@ -62,6 +62,12 @@ function leadOf(run, prompt) {
   return own.slice(prompt.length);
 }
 
+/** Whether a Run asked for log probabilities (spec: "Top logprobs shown above 0"): then each token
+ * of its text is a button. */
+export function asksLogprobs(run) {
+  return Number(run.request && run.request.logprobs) > 0;
+}
+
 // While a Run grows its text comes ahead of its log probabilities (domain/playground/stream.py):
 // its tokens become buttons, with the heatmap, once it has ended.
 export function RunView({ run, model, differs, match, changes, heatmap, startLine, onStop, onCopy, onRunOn, busy, prompt }) {
@@ -94,7 +100,7 @@ export function RunView({ run, model, differs, match, changes, heatmap, startLin
     ${leadOf(run, prompt) ? html`<p class="run-lead-note">Runs on from the prompt and <span class="run-lead mono"><${Marked} text=${leadOf(run, prompt)} /></span></p>` : null}
     ${choices.map((choice, c) => html`<div class="choice" key=${c}>
       ${choices.length > 1 ? html`<h4 class="choice-title">Choice ${choice.index + 1}</h4>` : null}
-      <${TokenText} choice=${growing ? { text: choice.text } : choice} heatmap=${heatmap} label=${`The text of ${title}${choices.length > 1 ? `, choice ${choice.index + 1}` : ""}`}
+      <${TokenText} choice=${growing || !asksLogprobs(run) ? { text: choice.text } : choice} heatmap=${heatmap} label=${`The text of ${title}${choices.length > 1 ? `, choice ${choice.index + 1}` : ""}`}
         selected=${selected && selected.choice === c ? selected.index : null}
         onSelect=${(index) => setSelected(index === null ? null : { choice: c, index })} />
     </div>`)}

@@ -22,7 +22,11 @@ function hintOf(field, limits) {
 function Setting({ field, settings, onChange, error, limits }) {
   const value = settings[field.key];
   const set = (next) => onChange({ ...settings, [field.key]: next });
-  if (field.kind === "bool") return html`<${Checkbox} label=${field.label} checked=${value} onChange=${set} error=${error} />`;
+  if (field.kind === "bool") {
+    const check = html`<${Checkbox} label=${field.label} checked=${value} onChange=${set} error=${error}
+      aria-describedby=${field.hint ? `setting-${field.key}-hint` : undefined} />`;
+    return field.hint ? html`<div class="check-with-hint">${check}<p class="hint" id=${`setting-${field.key}-hint`}>${field.hint}</p></div>` : check;
+  }
   const numeric = field.kind === "int" || field.kind === "number";
   const extra = numeric ? { inputmode: field.kind === "int" && !(field.min < 0) ? "numeric" : "decimal", autocomplete: "off" } : { autocomplete: "off" };
   return html`<${Field} label=${field.label} value=${value} onInput=${set} error=${error} hint=${hintOf(field, limits)}
