@@ -417,8 +417,8 @@ def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: 
     assert table.shape[0] == sum(len(choices) for choices in texts.values()), table
     assert {"run_number", "index", "prompt", "text", "logprobs", "request"} <= set(table.columns), table.columns
     assert list(table["run_number"]) == sorted(table["run_number"]), list(table["run_number"])
-    for row in table.itertuples():
-        assert row.text == texts[row.run_number][row.index]["text"] and row.prompt == "Once upon a time"
+    for row in table.to_dict("records"):
+        assert row["text"] == texts[row["run_number"]][row["index"]]["text"] and row["prompt"] == "Once upon a time", row
     assert set(table["logprobs"].iloc[0]) == set(api["choices"][0]["logprobs"]), table["logprobs"].iloc[0]
     # Export, at the head of the output, as Text: the Runs in view, each with its prompt, to read.
     with page.expect_download() as download:
@@ -634,4 +634,12 @@ def test_a_run_goes_on_after_its_tab_closes(app: App, new_ui: Any) -> None:
     view = wait_ended(ui.page, 1)
     expect(view).to_contain_text("600 output tokens")
     ui.shoot("followed")
+
+    # Usage counts the Run as the source Playground, with no key.
+    ui.page.get_by_role("link", name="Usage", exact=True).click()
+    by_source = ui.page.get_by_role("table", name="By source")
+    expect(by_source.get_by_role("row").filter(has_text="Playground")).to_contain_text("600")
+    recent = ui.page.get_by_role("table", name="Completions, newest 100").get_by_role("row").filter(has_text="Playground")
+    expect(recent).to_have_count(1)
+    expect(recent.get_by_role("cell").nth(3)).to_have_text("—")  # Key: a Run uses no API key
     ui.check()
