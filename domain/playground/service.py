@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import secrets
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -35,6 +36,7 @@ from ledger.work.tables import WorkKind
 MOST_AT_ONCE = 6
 EXAMPLE_ID = "01a12e70-9370-7a9b-87d6-4c3d2621969e"
 REQUESTS = ("a list of 1 to 6 requests, each the body of POST /v1/completions")
+SEEDS = 2**31  # a chosen seed is below this: any engine and the App's Seed field take it
 
 
 def parse_run_id(value: str, name: str = "run_id") -> uuid.UUID:
@@ -76,9 +78,11 @@ async def _checked(services: Services, user_id: uuid.UUID, request: Any) -> NewR
     principal = Principal(user_id=user_id, key_id=None, key_name="")
     smallest = dataclasses.replace(hold_ask(planned, principal, model.id, "", _policy(services)), max_tokens=1)
     await services.ledger.check_fits(smallest)
-    # A request without `model` runs on the default model, as POST /v1/completions does.
+    # A request without `model` runs on the default model, as POST /v1/completions does. One without
+    # `seed` gets a seed of its own, kept beside the exact request, so Restore brings the Run back.
+    seed = request.get("seed")
     return NewRun(request=request, model=str(request.get("model") or model.id), model_id=model.id,
-                  served_model=model.served_model_name)
+                  served_model=model.served_model_name, seed=secrets.randbelow(SEEDS) if seed is None else seed)
 
 
 def _refusal(index: int, error: Exception) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
     {"id", "object": "playground.run", "number", "group_id", "status", "model",
      "request": the exact body of POST /v1/completions,
+     "seed": the seed it samples with (the request's, or one chosen at its start),
      "completion_id", "choices": [the API's choice objects, each as it grows],
      "usage": the API's usage so far, "used_tokens", "error": the error object of a failed Run,
      "activations": {"expires_at"} while they are kept (GET .../activations reads them), or null,
@@ -44,6 +45,7 @@ def run_json(run: PlaygroundRun, now: datetime, *, logprobs: bool = True) -> dic
         "status": run.status.value,
         "model": run.model,
         "request": json.loads(run.request),
+        "seed": run.seed,
         "completion_id": run.completion_id or None,
         "choices": choices,
         "usage": _json_or_none(run.usage),

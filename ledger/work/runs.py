@@ -59,6 +59,7 @@ class NewRun:
     model: str
     model_id: str
     served_model: str
+    seed: int | None = None  # the seed it samples with (PlaygroundRun.seed)
 
 
 # -- making Runs -------------------------------------------------------------------------------------
@@ -78,7 +79,7 @@ async def create(session: AsyncSession, user_id: uuid.UUID, new_runs: list[NewRu
                          request_id=run_request_id(run_id), created_at=now))
         run = PlaygroundRun(id=run_id, user_id=user_id, number=number, group_id=group_id, work_id=work_id,
                             model=new.model, served_model=new.served_model, request=as_json(new.request) or "{}",
-                            created_at=now)
+                            seed=new.seed, created_at=now)
         session.add(run)
         made.append(run)
     await session.commit()
@@ -114,9 +115,15 @@ async def start(session: AsyncSession, run_id: uuid.UUID, attempt: int, now: dat
         col(PlaygroundRun.attempt) <= attempt, col(PlaygroundRun.deleted_at).is_(None),
     ).values(status=RunStatus.running, choices="[]", usage=None, error=None, used_tokens=0, completion_id="",
              attempt=attempt, started_at=now, finished_at=None), commit=False)
-    request = (await session.exec(select(PlaygroundRun.request).where(PlaygroundRun.id == run_id))).first()
+    found = (await session.exec(select(PlaygroundRun.request, PlaygroundRun.seed)
+                                .where(PlaygroundRun.id == run_id))).first()
     await session.commit()
-    return json.loads(request) if started and request is not None else None
+    if not started or found is None:
+        return None
+    request, seed = json.loads(found[0]), found[1]
+    if request.get("seed") is None and seed is not None:  # the seed chosen for it at its start
+        request["seed"] = seed
+    return request
 
 
 @dataclass(frozen=True)

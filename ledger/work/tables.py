@@ -256,6 +256,9 @@ class PlaygroundRun(SQLModel, table=True):
     served_model: str = Field(default="", sa_column=Column(String(200), nullable=False, default=""))
     # The exact body of POST /v1/completions that the Run runs, as JSON text.
     request: str = Field(sa_column=Column(Text(), nullable=False))
+    # The seed it samples with: the request's, or one chosen at its start when the request has none,
+    # so that Restore brings the Run back with its seed (spec: "Find your Runs again").
+    seed: int | None = Field(default=None, sa_column=Column(BigInteger(), nullable=True))
     status: RunStatus = Field(default=RunStatus.queued, sa_column=_state(RunStatus, "status"))
     # The Completion as it grows: its id, its choices in the API's shape (JSON list), its usage
     # (JSON, once Inference reported it) and the error object of a failed Run (JSON).

@@ -138,6 +138,21 @@ async def test_a_run_grows_as_its_text_is_written_and_completes_without_an_api_k
     assert source["completions"] == 1 and [row["source"] for row in usage["recent"]] == ["playground"]
 
 
+async def test_a_run_without_a_seed_samples_with_one_of_its_own_that_it_keeps_and_its_request_stays_exact(
+        playground: Playground) -> None:
+    """Restore brings a comparison back "with its seed": so a Run whose request left `seed` out
+    samples with a seed chosen at its start, which its JSON names; its request stays as sent."""
+    plain, seeded = (await playground.start(SKY, {**SKY, "seed": 7}))["runs"]
+    assert plain["request"] == SKY
+    assert isinstance(plain["seed"], int) and 0 <= plain["seed"] < 2**31 and seeded["seed"] == 7
+    playground.runner()
+    await playground.wait(plain["id"], "completed")
+    await playground.wait(seeded["id"], "completed")
+    sent = {request.request_id.split("-")[1]: request.sampling.seed for request in playground.stack.engine.seen}
+    assert sent == {uuid.UUID(plain["id"]).hex: plain["seed"], uuid.UUID(seeded["id"]).hex: 7}
+    assert (await playground.read(plain["id"]))["seed"] == plain["seed"]
+
+
 async def test_a_paused_or_revoked_key_of_the_user_does_not_touch_a_run(playground: Playground) -> None:
     async with playground.stack.services.ledger.write_sessions() as session:
         revoked, _ = await create_api_key(session, playground.account.user_id, "revoked")

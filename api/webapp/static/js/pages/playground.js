@@ -273,7 +273,8 @@ export default function Playground({ route }) {
     remove: (run) => setDeleting(run),
     compare: (ids) => setSlots(ids.map((id) => byId[id]).filter(Boolean).sort((a, b) => a.number - b.number).map((run) => ({ id: run.id }))),
     restore: (members) => {
-      setView((old) => ({ ...old, compare: true, list: members.map((run) => settingsOf(run.request)) }));
+      // "with its seed": the seed the Run sampled with, also where its request left Seed blank.
+      setView((old) => ({ ...old, compare: true, list: members.map((run) => settingsOf({ ...run.request, seed: run.request.seed ?? run.seed })) }));
       setActive(0);
       setFaults({});
       if (typeof members[0].request.prompt === "string") setPrompt(members[0].request.prompt);
