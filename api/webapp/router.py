@@ -23,7 +23,7 @@ STATIC = Path(__file__).with_name("static")
 SHELL = STATIC / "index.html"
 PAGES = (
     "/", "/sign-in", "/apply", "/set-password", "/forgot-password", "/reset-password",
-    "/playground", "/api-keys", "/usage", "/usage/request", "/profile", "/jobs",
+    "/playground", "/loom", "/api-keys", "/usage", "/usage/request", "/profile", "/jobs",
 )
 CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",

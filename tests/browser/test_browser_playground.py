@@ -133,7 +133,7 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     page = ui.page
     user, _ = signed_in_with_key(app, ui, "play")
     nav = page.get_by_role("navigation", name="The App").locator(".nav-pages a")
-    expect(nav).to_have_text(["Playground", "Usage", "Jobs", "API Keys"])  # the spec's order, without Loom yet
+    expect(nav).to_have_text(["Playground", "Loom", "Usage", "Jobs", "API Keys"])  # the spec's order
     ui.shoot("playground-new")
     # The model list shows each model's name; hovering shows its id, which the API takes as `model`.
     model = setting(page, "Model")
@@ -503,12 +503,15 @@ def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: 
     ui.shoot("runs-restored")
     page.wait_for_timeout(1000)
     assert len(runs_of(page)) == 11  # the 12 of two Run alls, less the deleted one: nothing new ran
-    # Run all runs each model with the settings of its Run: the same requests again.
+    # Run all runs each model with the settings of its Run, with its seed (one that the API chose
+    # where the request left Seed blank): the same requests again, so the same texts.
     button(page, "Run all").click()
     for number in range(13, 18):
         wait_ended(page, number)
     again = [run for run in runs_of(page) if run["number"] >= 13][::-1]
-    assert [run["request"] for run in again] == [run["request"] for run in restored], (again, restored)
+    assert [run["request"] for run in again] == [{**run["request"], "seed": run["seed"]} for run in restored], (
+        again, restored)
+    assert [run["seed"] for run in again] == [run["seed"] for run in restored]
 
     # A model that the API refuses says why in its place, beside the Runs that started; its setting
     # at fault is marked.

@@ -16,6 +16,7 @@ const ROUTES = {
   "/reset-password": ["password", "Choose a new password", false],
   "/forgot-password": ["forgot_password", "Reset your password", false],
   "/playground": ["playground", "Playground", true],
+  "/loom": ["loom", "Loom", true],
   "/api-keys": ["api_keys", "API Keys", true],
   "/usage": ["usage", "Usage", true],
   "/usage/request": ["token_request", "Request more tokens", true],

@@ -1,4 +1,4 @@
-// The signed-in frame: navigation (Usage, Jobs, API Keys; Docs, Support; the
+// The signed-in frame: navigation (Playground, Loom, Usage, Jobs, API Keys, in the spec's order; Docs, Support; the
 // menu with the User's name), the 90% notice of each page, and Ctrl/Cmd+B.
 import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
@@ -14,6 +14,7 @@ import { signOut } from "./session.js";
 // Playground opens the address that this browser used last (its settings, Single or Compare).
 const NAV = [
   { to: lastAddress, label: "Playground", match: (path) => path === "/playground" },
+  { to: "/loom", label: "Loom" },
   { to: "/usage", label: "Usage", match: (path) => path.startsWith("/usage") },
   { to: "/jobs", label: "Jobs" },
   { to: "/api-keys", label: "API Keys" },

@@ -67,7 +67,8 @@ function outOfRange(field, value, limits) {
   const tooLow = (field.above !== undefined && !(value > field.above)) || (field.min !== undefined && value < field.min);
   if (field.key === "max_tokens") {
     if (value > max) {
-      return max < MOST_TOKENS
+      // Narrowed by the model's context (a field of its own max, the Loom's 1,000, says just that).
+      return max < field.max
         ? `Max tokens: at most ${grouped(max)}, as the model's context is ${grouped(limits.max_model_len)} tokens.`
         : `Max tokens: at most ${grouped(max)}.`;
     }

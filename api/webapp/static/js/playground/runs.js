@@ -2,6 +2,7 @@
 // again"): a stream of Server-Sent Events, each a whole Run (or a deleted one), [DONE] last.
 import { useEffect, useRef } from "preact/hooks";
 import { api, url } from "../api.js";
+import { events } from "../components/events.js";
 
 export const GROWING = new Set(["queued", "running"]);
 
@@ -39,26 +40,6 @@ export function exportAddress(format, ids) {
   if (ids) query.set("ids", ids.join(","));
   else query.set("every", "true");
   return url(`account/runs/export?${query}`);
-}
-
-/** Each `data:` of an SSE body, as it comes; comments (keepalives) are skipped. */
-async function* events(response) {
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += decoder.decode(value, { stream: true });
-    let end;
-    while ((end = buffer.search(/\r?\n\r?\n/)) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end).replace(/^\r?\n\r?\n/, "");
-      const data = block.split(/\r?\n/).filter((line) => line.startsWith("data:"))
-        .map((line) => line.slice(5).replace(/^ /, "")).join("\n");
-      if (data) yield data;
-    }
-  }
 }
 
 /** Follow the Runs `ids` while any of them grows: onRun(run) for each update, onError(error

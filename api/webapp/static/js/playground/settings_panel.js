@@ -19,7 +19,8 @@ function hintOf(field, limits) {
   return field.hint;
 }
 
-function Setting({ field, settings, onChange, error, limits }) {
+/** One setting with its label, its range as a hint, and its error; the Loom page's settings too. */
+export function Setting({ field, settings, onChange, error, limits }) {
   const value = settings[field.key];
   const set = (next) => onChange({ ...settings, [field.key]: next });
   if (field.kind === "bool") {

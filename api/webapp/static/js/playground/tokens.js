@@ -109,7 +109,8 @@ export function TokenText({ choice, heatmap, selected, onSelect, label }) {
   </div>`;
 }
 
-/** The likeliest tokens at one place, each a button that runs on from it in a new Run. */
+/** The likeliest tokens at one place. With onChoose (the Playground) each is a button that runs on
+ * from it in a new Run; without (the Loom page) the list only reads. */
 export function Alternatives({ tokens, index, onChoose, onClose, busy }) {
   const at = tokens[index];
   if (!at) return null;
@@ -120,13 +121,16 @@ export function Alternatives({ tokens, index, onChoose, onClose, busy }) {
       <h4>The likeliest tokens at token ${index + 1}</h4>
       <button type="button" class="link-button" onClick=${onClose}>Close</button>
     </div>
-    <p class="hint">Select another token to cut the text there, put it in, and run on from it in a new Run.</p>
+    ${onChoose ? html`<p class="hint">Select another token to cut the text there, put it in, and run on from it in a new Run.</p>` : null}
     <ul>
-      ${top.map(([token, logprob]) => html`<li>
+      ${top.map(([token, logprob]) => html`<li>${onChoose ? html`
         <button type="button" class=${`alt${token === at.token ? " alt-chosen" : ""}`} disabled=${busy || token === at.token}
           onClick=${() => onChoose(index, token)}>
           <span class="alt-token mono"><${Marked} text=${token} /></span><span class="alt-p">${percent(logprob)}</span>
-        </button>
+        </button>` : html`
+        <span class=${`alt${token === at.token ? " alt-chosen" : ""}`}>
+          <span class="alt-token mono"><${Marked} text=${token} /></span><span class="alt-p">${percent(logprob)}</span>
+        </span>`}
       </li>`)}
     </ul>
   </section>`;

@@ -1,0 +1,63 @@
+// The Loom's own dialogs (spec: "Open or start a Loom"): Rename this Loom (an empty Title leaves
+// the Loom untitled, so that its next Branch names it), and Delete Loom after a confirmation.
+import { useEffect, useState } from "preact/hooks";
+import { html } from "../html.js";
+import { Dialog } from "../components/dialog.js";
+import { Field, FormError } from "../components/field.js";
+import { titleOf } from "./looms_list.js";
+
+export function RenameDialog({ loom, onSave, onClose }) {
+  const [title, setTitle] = useState("");
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  useEffect(() => { setTitle(loom ? loom.title || "" : ""); setError(null); }, [loom && loom.id]);
+  async function save(event) {
+    event.preventDefault();
+    setBusy(true);
+    try {
+      await onSave(loom, title);
+    } catch (failure) {
+      setError(failure.message);
+    } finally {
+      setBusy(false);
+    }
+  }
+  return html`<${Dialog} open=${Boolean(loom)} title="Rename this Loom" onCancel=${onClose}>
+    <form onSubmit=${save}>
+      <${Field} label="Title" value=${title} onInput=${setTitle} maxlength="120" autocomplete="off"
+        hint="An empty title leaves the Loom untitled, so its next Branch names it." />
+      <${FormError} message=${error} />
+      <div class="actions actions-end">
+        <button type="button" onClick=${onClose}>Cancel</button>
+        <button type="submit" class="primary" disabled=${busy}>Save</button>
+      </div>
+    </form>
+  </${Dialog}>`;
+}
+
+export function DeleteLoomDialog({ loom, onDelete, onClose }) {
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  useEffect(() => setError(null), [loom && loom.id]);
+  async function remove(event) {
+    event.preventDefault();
+    setBusy(true);
+    try {
+      await onDelete(loom);
+    } catch (failure) {
+      setError(failure.message);
+    } finally {
+      setBusy(false);
+    }
+  }
+  return html`<${Dialog} open=${Boolean(loom)} title=${`Delete ${loom ? `“${titleOf(loom)}”` : "this Loom"}?`} onCancel=${onClose}>
+    <form onSubmit=${remove}>
+      <p>The Loom goes, with its prompt and every Node. You cannot undo it.</p>
+      <${FormError} message=${error} />
+      <div class="actions actions-end">
+        <button type="button" onClick=${onClose}>Cancel</button>
+        <button type="submit" class="danger" disabled=${busy}>Delete Loom</button>
+      </div>
+    </form>
+  </${Dialog}>`;
+}

@@ -1,0 +1,40 @@
+// Text (spec: "Branch under a Node"): the text of the path to the Node that you read, the earlier
+// Nodes in gray, then the Node with its heatmap; a token selected shows the likeliest tokens at
+// that place; a failed Node says why under the text that it had.
+import { useEffect, useState } from "preact/hooks";
+import { html } from "../html.js";
+import { ErrorNote } from "../playground/output.js";
+import { Alternatives, Legend, TokenText, tokensOf } from "../playground/tokens.js";
+import { GROWING } from "./api.js";
+import { STATUS_WORDS } from "./tree.js";
+
+/** The likeliest tokens at each token of a Node, in the shape of a choice that tokens.js reads. */
+function choiceOf(node) {
+  return { text: node.text, logprobs: GROWING.has(node.status) ? null : node.logprobs };
+}
+
+export function PathText({ nodes, node }) {
+  const [selected, setSelected] = useState(null);
+  useEffect(() => setSelected(null), [node && node.id]);
+  if (!node) return null;
+  const earlier = nodes.path(node.id).slice(0, -1).map((n) => n.text).join("");
+  const choice = choiceOf(node);
+  const tokens = tokensOf(choice);
+  const status = STATUS_WORDS[node.status];
+  return html`<section class="loom-text" aria-labelledby="loom-text-title">
+    <div class="loom-text-head">
+      <h2 id="loom-text-title">Text</h2>
+      ${status ? html`<span class=${`badge badge-run-${node.status === "cancelled" ? "stopped" : node.status}`}>${status}</span>` : null}
+      ${tokens ? html`<${Legend} />` : null}
+    </div>
+    <div class="run-text loom-path">
+      ${earlier ? html`<span class="path-earlier">${earlier}</span>` : null}
+      ${tokens ? html`<${TokenText} choice=${choice} heatmap=${true} label="The text of the Node"
+          selected=${selected} onSelect=${setSelected} />`
+        : html`<span class="path-node">${node.text}</span>`}
+      ${GROWING.has(node.status) ? html`<span class="run-cursor muted" aria-hidden="true">▍</span>` : null}
+    </div>
+    ${tokens && selected !== null ? html`<${Alternatives} tokens=${tokens} index=${selected} onClose=${() => setSelected(null)} />` : null}
+    ${node.status === "failed" && node.error ? html`<${ErrorNote} error=${node.error} />` : null}
+  </section>`;
+}
