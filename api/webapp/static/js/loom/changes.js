@@ -8,7 +8,7 @@ import { api } from "../api.js";
 import { Dialog } from "../components/dialog.js";
 import { Field, FormError, splitError } from "../components/field.js";
 import { Form } from "../components/form.js";
-import { KeysTable, useLoomKeys } from "./keys.js";
+import { KeysTable, treeMover, useLoomKeys } from "./keys.js";
 
 const GROWING = new Set(["queued", "running"]);
 const STOP = "until it ends, or until you select Stop";
@@ -148,31 +148,36 @@ function KeysDialog({ onClose }) {
   </${Dialog}>`;
 }
 
-/** The Node's change buttons and their note. The tree is `nodes` (the page's Nodes) or
- * `loom.nodes` (a read's list). `onChanged(loom)` takes each change's answer, the
- * whole Loom; `onRead(nodeId)` reads a Node (the parent after a delete, a new sibling or root);
- * `onBranch()` grows a Branch (`g`) while `branchOn`; `move(key)` moves in the tree (keys.js). */
-export function NodeActions({ loom, nodes, node, isRoot, growing = false, onChanged, onRead, onBranch, branchOn, move }) {
-  const root = isRoot === undefined ? !node.parent_id : isRoot;
+/** The Node's change buttons and their note, with the page's keys: the page's own props
+ * (pages/loom.js): `loomId`; `nodes`, its Nodes (js/loom/nodes.js), or else `loom.nodes`, a
+ * read's list; `node`, the Node read (null: only Keys and the moves); `changed(loom, selectId)`
+ * takes each change's answer, the whole Loom, and the Node to read next (the parent after a
+ * delete, a new sibling or root); `branch()` grows a Branch (`g`) while `canBranch`; `select`,
+ * `expanded` and `toggle` move in the tree (`move(key)` instead, where given). */
+export function NodeActions(props) {
+  const { loomId, nodes, node, isRoot, growing = false, changed, branch, canBranch, select, expanded, toggle } = props;
+  const loom = props.loom || { id: loomId };
+  const root = node ? (isRoot === undefined ? !node.parent_id : isRoot) : false;
   const tree = indexOf(loom, nodes);
   const [open, setOpen] = useState(null);  // "edit", "split", "sibling", "root", "delete", "keys"
   const [refusal, setRefusal] = useState(null);
-  const reasons = waits(tree, node, root, growing);
-  const canBranch = branchOn === undefined ? node.status === "completed" || node.status === "cancelled" : branchOn;
+  const reasons = node ? waits(tree, node, root, growing) : {};
   const on = {
-    branch: Boolean(onBranch) && canBranch && !open,
-    edit: !reasons.edit, split: !reasons.edit,
-    sibling: !root && !reasons.sibling,
-    delete: !root && !reasons.delete,
+    branch: Boolean(node && branch && canBranch),
+    edit: Boolean(node && !reasons.edit), split: Boolean(node && !reasons.edit),
+    sibling: Boolean(node && !root && !reasons.sibling),
+    delete: Boolean(node && !root && !reasons.delete),
     keys: true,
   };
-  const state = `${node.id} ${node.status} ${noteOf(reasons)}`;
+  const state = node ? `${node.id} ${node.status} ${noteOf(reasons)}` : "";
   // A refusal speaks of the tree as it was: another Node, or a Branch that ended, clears it.
   useEffect(() => setRefusal(null), [state]);
-  useEffect(() => setOpen(null), [node.id]);
+  useEffect(() => setOpen((was) => (was === "keys" ? was : null)), [node && node.id]);
+  const move = props.move || (nodes && expanded && select
+    ? treeMover({ nodes, expanded, selectedId: node ? node.id : null, select, toggle }) : null);
   useLoomKeys({
     on, move,
-    act: (action) => (action === "branch" ? onBranch() : setOpen(action)),
+    act: (action) => (action === "branch" ? branch() : setOpen(action)),
   });
 
   function close() {
@@ -181,11 +186,10 @@ export function NodeActions({ loom, nodes, node, isRoot, growing = false, onChan
   async function change(path, body, read) {
     try {
       const answer = await api(path, { method: body === undefined ? "DELETE" : "POST", body });
+      const next = read ? read(answer) : null;  // before the answer replaces the page's Nodes
       setRefusal(null);
       setOpen(null);
-      onChanged(answer);
-      const next = read && read(answer);
-      if (next && onRead) onRead(next);
+      changed(answer, next || undefined);
     } catch (failure) {
       if (failure.status === 409) setRefusal(failure.message);
       throw failure;
@@ -195,7 +199,11 @@ export function NodeActions({ loom, nodes, node, isRoot, growing = false, onChan
     const made = answer.nodes.filter((each) => each.parent_id === node.parent_id && !tree.has(each.id));
     return made.length ? made[made.length - 1].id : null;
   }
-  const split = (text, offset, send) => send(text === node.text ? { offset } : { offset, text }, "/split");
+  // A split of the Node's own text keeps each half's log probabilities; an edited one sends it.
+  async function split(text, offset, send) {
+    await send(text === node.text ? { offset } : { offset, text }, "/split");
+    if (toggle) toggle(node.id, true);  // the new child in view
+  }
 
   const note = refusal || noteOf(reasons);
   return html`<div class="loom-changes">
@@ -207,15 +215,15 @@ export function NodeActions({ loom, nodes, node, isRoot, growing = false, onChan
       <button type="button" onClick=${() => setOpen("keys")}>Keys</button>
     </div>
     <p class="loom-change-note hint" role="status">${note}</p>
-    ${open === "edit" || open === "split" ? html`<${TextDialog} title="Edit this Node" initial=${node.text} submit="Save"
+    ${!node ? null : open === "edit" || open === "split" ? html`<${TextDialog} title="Edit this Node" initial=${node.text} submit="Save"
       extra=${open} split=${split} onClose=${close}
       onSend=${(body, tail = "") => change(nodePath(loom, node, tail), body)} />` : null}
-    ${open === "sibling" ? html`<${TextDialog} title="Write a sibling" initial="" submit="Add sibling" onClose=${close}
+    ${node && open === "sibling" ? html`<${TextDialog} title="Write a sibling" initial="" submit="Add sibling" onClose=${close}
       onSend=${(body) => change(nodePath(loom, node, "/sibling"), body, newSibling)} />` : null}
-    ${open === "root" ? html`<${TextDialog} title="Write a new root" initial="" submit="Replace the tree" danger
+    ${node && open === "root" ? html`<${TextDialog} title="Write a new root" initial="" submit="Replace the tree" danger
       intro="Replace the tree replaces the whole tree, and every Node of the Loom goes." onClose=${close}
       onSend=${(body) => change(`account/looms/${loom.id}/root`, body, (answer) => answer.nodes[0] && answer.nodes[0].id)} />` : null}
-    ${open === "delete" ? html`<${DeleteNodeDialog} onClose=${close}
+    ${node && open === "delete" ? html`<${DeleteNodeDialog} onClose=${close}
       onDelete=${() => change(nodePath(loom, node), undefined, () => node.parent_id)} />` : null}
     ${open === "keys" ? html`<${KeysDialog} onClose=${close} />` : null}
   </div>`;

@@ -2,6 +2,7 @@
 // when the focus is not in a text box or a dialog, and only while its button is on.
 import { useEffect, useRef } from "preact/hooks";
 import { html } from "../html.js";
+import { treeMove, visibleRows } from "./tree.js";
 
 // The spec's table, word for word: the Keys dialog and `?` show it.
 export const KEYS = [
@@ -27,6 +28,18 @@ export function KeysTable() {
       <td>${what}</td>
     </tr>`)}</tbody>
   </table></div>`;
+}
+
+/** move(key) over the Tree's rows, as the tree's own keys move (tree.js's treeMove): from the
+ * selected Node, or to the first row when none is. */
+export function treeMover({ nodes, expanded, selectedId, select, toggle }) {
+  return (key) => {
+    const step = treeMove(nodes, visibleRows(nodes, expanded), expanded, selectedId, key);
+    if (!step) return;
+    if (step.select) select(step.select);
+    else if (step.expand && toggle) toggle(step.expand, true);
+    else if (step.collapse && toggle) toggle(step.collapse, false);
+  };
 }
 
 /** Whether a key pressed here is the page's: not in a text box (where each key is text), nor in a
