@@ -46,3 +46,12 @@ async def require_account(request: Request, response: Response) -> AccountUser:
 
 
 AccountDep = Annotated[AccountUser, Depends(require_account)]
+
+
+def with_renewal(made: Response, response: Response) -> Response:
+    """A route's own Response `made`, with the cookies that the route's dependencies set on
+    `response` (the route's Response parameter, the one AccountDep renews the session on)."""
+    for name, value in response.raw_headers:
+        if name == b"set-cookie":
+            made.raw_headers.append((name, value))
+    return made

@@ -45,6 +45,9 @@ from ledger.accounts.keys import Principal
 VERSION = 2
 NODE_ORDER = "parents_first"  # each Node after its parent and before its next sibling
 IMPORTED_TITLE = "Imported loom"
+# The App's import names the Loom after the file's title with this after it, so that Your Looms tells
+# it from the Loom it came from (spec: "Export and import"); POST /v1/looms/import keeps the title.
+APP_IMPORT_MARK = " (imported)"
 NODE_REQUEST_FIELDS = ("model", *SAMPLING_DEFAULTS)
 MARKS = ("text_modified", "context_modified", "slice_offset", "slice_end")
 FILE_STATUSES = (NodeStatus.completed.value, NodeStatus.cancelled.value, NodeStatus.failed.value)
@@ -141,12 +144,13 @@ def _optional(fields: dict, key: str, path: str, parse: Any, *args: Any, **kwarg
     return None if value is None else parse(value, f"{path}.{key}", *args, **kwargs)
 
 
-def read_file(body: Any) -> tuple[str, list[FileNode]]:
-    """The file's title and Nodes, every field as the schemas say; 400 invalid_request otherwise."""
+def read_file(body: Any, *, in_app: bool = False) -> tuple[str, list[FileNode]]:
+    """The file's title (`in_app`: as the App names the import) and Nodes, every field as the
+    schemas say; 400 invalid_request otherwise."""
     if not isinstance(body, dict):
         raise errors.InvalidRequest(Msg.BODY)
     reject_unknown_fields(body, FILE_KEYS)
-    title = _title(body.get("loom"))
+    title = _title(body.get("loom"), in_app)
     nodes = body.get("nodes")
     if nodes is None:
         raise errors.InvalidRequest(Msg.MISSING.format(path="nodes"), "nodes")
@@ -166,13 +170,16 @@ def read_file(body: Any) -> tuple[str, list[FileNode]]:
     return title, read
 
 
-def _title(loom: Any) -> str:
-    """Trimmed and cut to 120 characters; none, or an empty one, is `Imported loom`."""
+def _title(loom: Any, in_app: bool) -> str:
+    """Trimmed and cut to 120 characters; none, or an empty one, is `Imported loom`, which says
+    it already. The App's: the title cut so that ` (imported)` fits after it."""
     if loom is None:
         return IMPORTED_TITLE
     reject_unknown(_object(loom, "loom"), LOOM_KEYS, "loom")
-    title = _optional(loom, "title", "loom", text, "a string or null")
-    return looms.clean_title(title or "") or IMPORTED_TITLE
+    title = looms.clean_title(_optional(loom, "title", "loom", text, "a string or null") or "")
+    if not title:
+        return IMPORTED_TITLE
+    return title[:looms.TITLE_MAX - len(APP_IMPORT_MARK)].rstrip() + APP_IMPORT_MARK if in_app else title
 
 
 def _file_node_of(fields: dict, path: str) -> FileNode:
@@ -387,9 +394,9 @@ def positions_of(nodes: list[FileNode], parents: list[int | None]) -> list[int]:
     return places
 
 
-def import_file(body: Any) -> tuple[str, list[LoomNode]]:
+def import_file(body: Any, *, in_app: bool = False) -> tuple[str, list[LoomNode]]:
     """The title and the new Loom's Nodes (new ids, not yet in a Loom) that the file makes."""
-    title, nodes = read_file(body)
+    title, nodes = read_file(body, in_app=in_app)
     parents = parents_of(nodes)
     places = positions_of(nodes, parents)
     rows = [LoomNode(parent_id=None, position=places[i], status=node.status, text=node.text,
@@ -414,7 +421,7 @@ async def export(services: Services, loom_id: str, principal: Principal) -> dict
         return export_file(await looms.read(session, loom, principal.user_id))
 
 
-async def import_(services: Services, body: Any, principal: Principal) -> dict[str, Any]:
-    title, nodes = import_file(body)
+async def import_(services: Services, body: Any, principal: Principal, *, in_app: bool = False) -> dict[str, Any]:
+    title, nodes = import_file(body, in_app=in_app)
     async with services.ledger.write_sessions() as session:
         return loom_json(await loom_changes.insert_imported(session, principal.user_id, title, nodes, utcnow()))

@@ -135,9 +135,11 @@ class LoomService:
     async def export(self, loom_id: str, principal: Principal) -> dict[str, Any]:
         return await files.export(self.services, loom_id, principal)
 
-    async def import_(self, body: Any, principal: Principal, key: str | None) -> Answer:
-        return await self.once(principal, key, "POST /v1/looms/import", body,
-                               lambda: files.import_(self.services, body, principal))
+    async def import_(self, body: Any, principal: Principal, key: str | None, *, in_app: bool = False) -> Answer:
+        """`in_app`: the App's import, which marks the title ` (imported)` (domain/looms/files.py)."""
+        route = "POST /account/looms/import" if in_app else "POST /v1/looms/import"
+        return await self.once(principal, key, route, body,
+                               lambda: files.import_(self.services, body, principal, in_app=in_app))
 
     # -- Branch --------------------------------------------------------------------------------------
 

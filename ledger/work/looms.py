@@ -277,9 +277,10 @@ class NewNode:
 
 
 async def branch(session: AsyncSession, loom_id: uuid.UUID, parent_id: uuid.UUID, user_id: uuid.UUID,
-                 key_id: uuid.UUID, model: str, model_id: str, new_nodes: list[NewNode],
+                 key_id: uuid.UUID | None, model: str, model_id: str, new_nodes: list[NewNode],
                  generation_config: dict, now: datetime) -> list[LoomNode]:
-    """Queue the Branch's Nodes, each with its work row, under a `completed` or `cancelled` Node."""
+    """Queue the Branch's Nodes, each with its work row, under a `completed` or `cancelled` Node.
+    `key_id` None: a Branch started in the App, whose Nodes no key's pause or revoke touches."""
     tree = await load(session, loom_id, user_id, lock=True)
     parent = tree.node(parent_id)
     if parent.status not in (NodeStatus.completed, NodeStatus.cancelled):
