@@ -8,8 +8,8 @@ the loop that opened them; the tests reach the ledger through that loop too (`Li
 Two Users, one per target: `api` has the API key that the OpenAPI fuzz sends, `app` a password
 and the App session that the /account fuzz keeps (signed in once, at start, before any fuzzed
 sign-in spends the address's tries). Both have allowances far past any request, and the key's rate
-buckets are loose, so most cases reach validation instead of 429. No Runner runs: queued work stays
-queued.
+buckets and the App's are loose, so most cases reach validation instead of 429. No Runner runs:
+queued work stays queued.
 
 Budget: ACS_FUZZ_EXAMPLES cases per route (small by default, for CI); ACS_FUZZ_SEED the seed (0 by
 default, so CI runs the same cases every day; cluster/fuzz.sh draws one and prints it).
@@ -68,6 +68,11 @@ KNOWN_IDS = text("SELECT kind, id::text FROM work WHERE user_id = :user AND kind
                  "UNION ALL SELECT 'nodes:' || n.loom_id::text, n.id::text FROM loom_nodes n "
                  "JOIN looms l ON l.id = n.loom_id WHERE l.user_id = :user AND l.deleted_at IS NULL "
                  "ORDER BY 2")  # ids are uuid7: in the order they were made, so a seed picks the same ones
+
+# The App User's Looms, each with its Nodes (and whether one grows), oldest first (uuid7).
+APP_LOOMS = text("SELECT l.id::text, n.id::text, n.status IN ('queued', 'running') FROM looms l "
+                 "JOIN loom_nodes n ON n.loom_id = l.id WHERE l.user_id = :user AND l.deleted_at IS NULL "
+                 "ORDER BY 1, 2")
 
 # Oldest first (uuid7), so that a seed picks the same ones.
 RUN_IDS = text("SELECT id::text FROM playground_runs WHERE user_id = :user AND deleted_at IS NULL "
@@ -177,6 +182,22 @@ class LiveServer:
             rows = await connection.execute(RUN_IDS, {"user": self.app.id})
             return [row_id for (row_id,) in rows]
 
+    def app_looms(self, growing: bool = True) -> dict[str, list[str]]:
+        """The App User's Looms, each with its Nodes' ids, for path ids that reach past 404; without
+        `growing`, only the Looms in which no Node grows (a stream of one that grows would follow it
+        for as long as it waits: no Runner runs here)."""
+        return self.call(self._app_looms(growing))
+
+    async def _app_looms(self, growing: bool) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        grows: set[str] = set()
+        async with self.database.connect() as connection:
+            for loom_id, node_id, node_grows in await connection.execute(APP_LOOMS, {"user": self.app.id}):
+                found.setdefault(loom_id, []).append(node_id)
+                if node_grows:
+                    grows.add(loom_id)
+        return {loom_id: nodes for loom_id, nodes in found.items() if growing or loom_id not in grows}
+
     def leftovers(self) -> dict[str, frozenset]:
         """The ids of every table that a refused request must leave as it was."""
         return self.call(self._leftovers())
@@ -218,7 +239,7 @@ async def _stack() -> tuple[Any, Any]:
     loose = BucketPolicy(10**9, 10**6)
     stack = await build_stack(InferenceFakeEngine(vocab_size=vocab_size), session_factory(database),
                               composed={"traffic_settings": TrafficSettings(key_work=loose, key_other=loose,
-                                                                            address=loose)},
+                                                                            address=loose, app_user=loose)},
                               monthly_allowance=ALLOWANCE)
     return stack, database
 

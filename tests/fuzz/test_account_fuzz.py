@@ -4,7 +4,8 @@ document, so ROUTES below is theirs (from api/account/*.py), and a test holds it
 Each case sends one route a body made of its own field names (and sometimes unknown ones) with
 arbitrary JSON values: odd unicode, lone surrogates, huge numbers, nested objects, wrong types,
 missing fields; or a body that is no object, no JSON, or no UTF-8. Path ids are the App User's own
-key ids (and Playground Run and group ids, on the Runs' routes), random UUIDs or any text; the CSRF token is mostly right, sometimes missing or wrong. The
+key ids (and Playground Run and group ids, on the Runs' routes; Looms and their Nodes, on the Looms'),
+random UUIDs or any text; the CSRF token is mostly right, sometimes missing or wrong. The
 session routes are sent by the App User's browser (signed in once for the whole run), sometimes by a
 browser without a session or with an API key. The access routes (apply, invites, sign-in, sign-out,
 password links) are sent by a browser without a session, so that no case ends the App User's.
@@ -33,12 +34,15 @@ from tests.fuzz.conftest import EXAMPLES, SEED, TALLY, LiveServer, check_error_o
 @dataclass(frozen=True)
 class Route:
     method: str
-    path: str  # {key_id}, {run_id}, {group_id} and {token} are path ids
+    path: str  # {key_id}, {run_id}, {group_id}, {loom_id}, {node_id} and {token} are path ids
     fields: tuple[str, ...] = ()  # of the JSON body (POST) or of the query (GET)
     session: bool = True  # a signed-in route; False: an access route, sent without a session
     required: tuple[str, ...] = ()  # query fields that every case sends
 
 
+BRANCH = ("model", "max_tokens", "temperature", "logprobs", "top_p", "top_k", "min_p", "presence_penalty",
+          "frequency_penalty", "repetition_penalty", "seed", "stop", "n")  # the spec's BranchRequest
+LOOM_FILE = ("version", "node_order", "loom", "nodes")  # the spec's LoomFile
 FORM = ("name", "organization", "planned_usage", "agree_to_rules", "how_you_heard", "links", "expected_tokens")
 ROUTES = [
     Route("GET", "/account/me"),
@@ -66,6 +70,25 @@ ROUTES = [
     Route("GET", "/account/runs/{run_id}/activations"),
     Route("POST", "/account/runs/{run_id}/stop"),
     Route("DELETE", "/account/runs/{run_id}"),
+    # In this order: the Looms that POST makes reach the routes after it, the stream's before any
+    # Branch grows them, and the deletes last.
+    Route("GET", "/account/looms"),
+    Route("POST", "/account/looms", ("prompt",)),
+    Route("POST", "/account/looms/import", LOOM_FILE),
+    Route("GET", "/account/looms/{loom_id}/export"),
+    Route("GET", "/account/looms/{loom_id}"),
+    Route("POST", "/account/looms/{loom_id}", ("title", "pinned")),
+    # Only the App User's Looms in which nothing grows: no Runner runs here, so a stream of a Loom
+    # with a queued Node would follow it for as long as it waits.
+    Route("GET", "/account/looms/{loom_id}/stream"),
+    Route("POST", "/account/looms/{loom_id}/nodes/{node_id}/branch", BRANCH),
+    Route("POST", "/account/looms/{loom_id}/cancel"),
+    Route("POST", "/account/looms/{loom_id}/nodes/{node_id}", ("text",)),
+    Route("POST", "/account/looms/{loom_id}/nodes/{node_id}/split", ("offset", "text")),
+    Route("POST", "/account/looms/{loom_id}/nodes/{node_id}/sibling", ("text",)),
+    Route("POST", "/account/looms/{loom_id}/root", ("text",)),
+    Route("DELETE", "/account/looms/{loom_id}/nodes/{node_id}"),
+    Route("DELETE", "/account/looms/{loom_id}"),
     Route("POST", "/account/applications", ("email", *FORM), session=False),
     Route("GET", "/account/invites/{token}", session=False),
     Route("POST", "/account/invites/{token}", FORM, session=False),
@@ -113,6 +136,25 @@ PLAUSIBLE = {
     "format": st.sampled_from(["json", "jsonl", "text", "csv", ""]),
     "every": st.sampled_from(["true", "false", "yes", ""]),
     "ids": st.lists(st.uuids().map(str), min_size=1, max_size=3).map(",".join) | WORDS,
+    # The Loom routes: a prompt, a title, a Node's text, a split, a Branch, a Loom file.
+    **{name: WORDS | LONG for name in ("prompt", "title", "text")},
+    "pinned": st.booleans(), "offset": st.integers(-1, 40), "max_tokens": st.none() | st.integers(1, 40) | st.integers(-1, 0),
+    "n": st.integers(1, 8) | st.integers(0, 9), "logprobs": st.none() | st.integers(-1, 21),
+    "seed": st.none() | st.integers(0, 2**32) | HUGE,
+    # Mostly a value that a Branch takes, so that some Branches are made.
+    **{name: st.none() | st.sampled_from([0.5, 1]) | st.floats(-1, 3, exclude_min=True)
+       for name in ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")},
+    "top_k": st.none() | st.integers(-2, 50), "stop": st.none() | WORDS | st.lists(WORDS, max_size=5),
+    "version": st.sampled_from([2, 1, "2"]), "node_order": st.sampled_from(["parents_first", "any"]),
+    "loom": st.fixed_dictionaries({}, optional={"title": WORDS | LONG | st.none(),
+                                                "model": st.sampled_from(["tiny-llama", "nope"]),
+                                                "last_generation_config": JSON_VALUES}),
+    "nodes": st.lists(st.fixed_dictionaries(
+        {"id": st.sampled_from(["a", "b", "c"]) | WORDS, "parent_id": st.none() | st.sampled_from(["a", "b", "c"]),
+         "text": WORDS | LONG, "status": st.sampled_from(["completed", "cancelled", "failed", "running"])},
+        optional={"position": st.integers(-1, 3), "logprobs": JSON_VALUES, "error": JSON_VALUES,
+                  "generation_config": JSON_VALUES, "model": WORDS, "seed": HUGE}),
+        max_size=4),
 }
 
 
@@ -129,9 +171,11 @@ class Attempt:
 
 
 def path_ids(own_ids: list[str]) -> st.SearchStrategy[str]:
-    # One of the User's own ids by a number, not sampled_from: the Runs come and go between cases,
-    # and a draw must ask the same of Hypothesis each time (its replay checks it).
-    own = st.integers(0, 2**20).map(lambda number: own_ids[number % len(own_ids)])
+    # One of the User's own ids by a number, not sampled_from: the Runs and Looms come and go between
+    # cases, and a draw must ask the same of Hypothesis each time (its replay checks it), with no
+    # own id too.
+    own = st.integers(0, 2**20).map(
+        lambda number: own_ids[number % len(own_ids)] if own_ids else str(uuid.UUID(int=number)))
     return (own | st.uuids().map(str) | st.text(max_size=40)
             ).map(lambda value: urllib.parse.quote(value, safe="") or "%20")
 
@@ -165,11 +209,15 @@ def bodies(draw: Any, fields: tuple[str, ...]) -> bytes | None:
 
 
 @st.composite
-def attempts(draw: Any, route: Route, own_ids: list[str]) -> Attempt:
+def attempts(draw: Any, route: Route, own_ids: list[str], looms: dict[str, list[str]]) -> Attempt:
+    """`looms`: the App User's Looms, each with its Nodes."""
     path = route.path
     for name in ("{key_id}", "{run_id}", "{group_id}", "{token}"):
         if name in path:
             path = path.replace(name, draw(path_ids(own_ids)))
+    if "{loom_id}" in path:  # one of the User's Looms, then a Node of it
+        loom_id = draw(path_ids(sorted(looms)))
+        path = path.replace("{loom_id}", loom_id).replace("{node_id}", draw(path_ids(looms.get(loom_id, []))))
     if "{model_id:model_id}" in path:  # a served model's id, alias or name, or any text
         model = draw(st.sampled_from(["tiny-llama", "llama-8b", "nope"]) | st.text(max_size=40))
         path = path.replace("{model_id:model_id}", urllib.parse.quote(model, safe="/") or "%20")
@@ -210,7 +258,8 @@ def test_the_table_has_every_account_route(fuzz_server: LiveServer) -> None:
 def test_account_routes(route: Route, data: st.DataObject, fuzz_server: LiveServer, app_browser: httpx.Client,
                         stranger: httpx.Client) -> None:
     own_ids = fuzz_server.app.key_ids + (fuzz_server.run_ids() if "/runs/" in route.path else [])
-    attempt = data.draw(attempts(route, own_ids), label="request")
+    looms = fuzz_server.app_looms(growing=not route.path.endswith("/stream")) if "{loom_id}" in route.path else {}
+    attempt = data.draw(attempts(route, own_ids, looms), label="request")
     browser = app_browser if route.session and attempt.who != "no session" else stranger
     before = fuzz_server.leftovers()
     answer = send(browser, attempt, fuzz_server)
