@@ -171,8 +171,18 @@ function inside(r, win) {
   return r.x0 >= win.x0 && r.y0 >= win.y0 && r.x1 <= win.x1 && r.y1 <= win.y1;
 }
 
-export function Graph({ nodes, selectedId = null, onSelect, label = "Graph of the Nodes" }) {
-  const list = useMemo(() => Array.from(nodes || []), [nodes]);
+/** The Nodes as an array, in their order: from an array, a Map by id, or the page's Nodes store. */
+function listOf(nodes) {
+  if (!nodes) return [];
+  if (nodes.byId instanceof Map) return Array.from(nodes.byId.values());
+  if (nodes instanceof Map) return Array.from(nodes.values());
+  return Array.from(nodes);
+}
+
+/** `nodes`: the API's Node objects (an array, a Map by id, or the page's Nodes store, which changes
+ * in place: then `version` changes with it). `onSelect(id)` reads a Node. */
+export function Graph({ nodes, version = 0, selectedId = null, onSelect, label = "Graph of the Nodes" }) {
+  const list = useMemo(() => listOf(nodes), [nodes, version]);
   const key = shapeOf(list);
   const shape = useMemo(() => layoutTree(list), [key]);
   const byId = useMemo(() => new Map(list.map((node) => [node.id, node])), [list]);
