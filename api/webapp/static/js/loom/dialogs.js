@@ -7,10 +7,16 @@ import { Field, FormError } from "../components/field.js";
 import { titleOf } from "./looms_list.js";
 
 export function RenameDialog({ loom, onSave, onClose }) {
-  const [title, setTitle] = useState("");
+  // The form exists only while the dialog is open, so each opening starts from the Loom's title.
+  return html`<${Dialog} open=${Boolean(loom)} title="Rename this Loom" onCancel=${onClose}>
+    ${loom ? html`<${RenameForm} loom=${loom} onSave=${onSave} onClose=${onClose} />` : null}
+  </${Dialog}>`;
+}
+
+function RenameForm({ loom, onSave, onClose }) {
+  const [title, setTitle] = useState(() => loom.title || "");
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
-  useEffect(() => { setTitle(loom ? loom.title || "" : ""); setError(null); }, [loom && loom.id]);
   async function save(event) {
     event.preventDefault();
     setBusy(true);
@@ -18,21 +24,18 @@ export function RenameDialog({ loom, onSave, onClose }) {
       await onSave(loom, title);
     } catch (failure) {
       setError(failure.message);
-    } finally {
       setBusy(false);
     }
   }
-  return html`<${Dialog} open=${Boolean(loom)} title="Rename this Loom" onCancel=${onClose}>
-    <form onSubmit=${save}>
-      <${Field} label="Title" value=${title} onInput=${setTitle} maxlength="120" autocomplete="off"
-        hint="An empty title leaves the Loom untitled, so its next Branch names it." />
-      <${FormError} message=${error} />
-      <div class="actions actions-end">
-        <button type="button" onClick=${onClose}>Cancel</button>
-        <button type="submit" class="primary" disabled=${busy}>Save</button>
-      </div>
-    </form>
-  </${Dialog}>`;
+  return html`<form onSubmit=${save}>
+    <${Field} label="Title" value=${title} onInput=${setTitle} maxlength="120" autocomplete="off"
+      hint="An empty title leaves the Loom untitled, so its next Branch names it." />
+    <${FormError} message=${error} />
+    <div class="actions actions-end">
+      <button type="button" onClick=${onClose}>Cancel</button>
+      <button type="submit" class="primary" disabled=${busy}>Save</button>
+    </div>
+  </form>`;
 }
 
 export function DeleteLoomDialog({ loom, onDelete, onClose }) {

@@ -11,6 +11,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { useCopy } from "../components/copy.js";
+import { number } from "../components/format.js";
 import { PageHeader } from "../notice.js";
 import { leaveMarksOut } from "../playground/tokens.js";
 import { modelStatus, startLine, startingModel, useModels } from "../playground/models.js";
@@ -437,7 +438,7 @@ export default function LoomPage({ route }) {
             ? html`<p class="muted graph-soon">The Graph view is on its way.</p>`
             : html`<${TreeView} nodes=${nodes} version=${version} selectedId=${selectedId} expanded=${expanded}
                 onSelect=${setSelectedId} onToggle=${toggle} />`}
-          <p class="muted loom-count">${nodes.size} Node${nodes.size === 1 ? "" : "s"}</p>
+          <p class="muted loom-count">${number(nodes.size)} Node${nodes.size === 1 ? "" : "s"}</p>
         </section>
         <section class="loom-node" aria-label="The Node">
           <${PathText} nodes=${nodes} node=${selected} version=${version} />
