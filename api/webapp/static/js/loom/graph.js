@@ -435,13 +435,14 @@ export function Graph({ nodes, version = 0, selectedId = null, onSelect, label =
     </div>
     <div class="loom-graph-frame" ref=${frame} onWheel=${onWheel} onPointerDown=${onPointerDown}
       onPointerMove=${onPointerMove} onPointerUp=${onPointerUp} onPointerCancel=${onPointerUp}
-      onPointerLeave=${() => !drag.current && hideTip()}>
+      onPointerLeave=${() => !drag.current && hideTip()}
+      onfocusin=${(e) => showTipAt(e.target)} onfocusout=${hideTip}>
+      ${/* Focus listeners here, not on the SVG: Chromium makes an SVG element with one a Tab stop. */ null}
       <svg class=${cut && !cut.labels ? "loom-graph-svg is-far" : "loom-graph-svg"} ref=${layer} width=${cut ? 3 * size.w : size.w} height=${cut ? 3 * size.h : size.h}
         style=${{ transform: v && cut ? shift(v, cut) : "none" }}>
         <g ref=${world} transform=${cut ? `scale(${cut.k}) translate(${-cut.win.x0} ${-cut.win.y0})` : null}>
           <path class="loom-graph-lines" aria-hidden="true" d=${lines.join("")} />
-          <g role="tree" aria-label=${label} onClick=${onClick} onKeyDown=${onKeyDown}
-            onfocusin=${(e) => showTipAt(e.target)} onfocusout=${hideTip}>${dots}</g>
+          <g role="tree" aria-label=${label} onClick=${onClick} onKeyDown=${onKeyDown}>${dots}</g>
         </g>
       </svg>
       <div class="loom-graph-tip" id=${tipId} ref=${tip} aria-hidden="true" hidden></div>
