@@ -49,7 +49,9 @@ async def progress_all(session: AsyncSession, growths: list[tuple[uuid.UUID, int
     """The texts so far of several Nodes (node id, attempt, text, tokens), in one transaction:
     the Nodes that grow in one process are written together. The number written."""
     written = 0
-    for node_id, attempt, text, used_tokens in growths:
+    # In the order of their ids, as a Stop locks them (`looms.cancel_growing`): a Stop and these
+    # writes never each hold a Node that the other waits for.
+    for node_id, attempt, text, used_tokens in sorted(growths, key=lambda growth: growth[0]):
         written += await changed_one(session, update(LoomNode).where(*_this_attempt(node_id, attempt))
                                   .values(text=text, used_tokens=used_tokens), commit=False)
     await session.commit()

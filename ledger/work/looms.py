@@ -329,7 +329,9 @@ async def cancel_growing(session: AsyncSession, loom_id: uuid.UUID, user_id: uui
     """Stop each queued or running Node: it becomes `cancelled`. A running one keeps the text it
     saved and pays for its tokens so far, as a stream that you close; a queued one held nothing."""
     tree = await load(session, loom_id, user_id, lock=True)
-    for node in tree.growing():
+    # In the order of their ids, as the Runner's batched writes lock them (`loom_runs.progress_all`):
+    # in another order a Stop of a growing Branch deadlocked with them on PostgreSQL.
+    for node in sorted(tree.growing(), key=lambda node: node.id):
         # The work row first, as `queue.finish` locks it before it writes the Node's end.
         work = None if node.work_id is None else await session.get(Work, node.work_id, with_for_update=True)
         row = await session.get(LoomNode, node.id, with_for_update=True, populate_existing=True)

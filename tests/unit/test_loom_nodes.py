@@ -480,3 +480,17 @@ async def test_a_runner_that_stalled_past_its_own_lease_drops_the_cut_attempts_l
     async with sessions() as session:
         assert await queue.finish(session, first.id, owner, answer, queue.RELEASE, utcnow(),
                                   timedelta(days=1), second.attempts)
+
+
+@pytest.mark.fake(delay_s=0.005)
+async def test_a_stop_of_eight_growing_nodes_never_deadlocks_with_their_writes(looms: Looms) -> None:
+    """A Stop locks the growing Nodes in the order of their ids, as the Runner's batched writes do:
+    in another order the two deadlocked on PostgreSQL and the Stop answered 500."""
+    looms.runner()
+    for _ in range(4):
+        loom_id, root_id = await looms.make()
+        made = await looms.branch(loom_id, root_id, {"model": "llama-8b", "max_tokens": 1000, "n": 8})
+        for node in made:
+            await looms.wait(loom_id, node["id"], "running", text=True)
+        stopped = await looms.stop(loom_id)  # 200, or the helper's assert shows the 500
+        assert {node["status"] for node in stopped["nodes"] if node["id"] != root_id} == {"cancelled"}
