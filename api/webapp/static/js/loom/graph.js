@@ -276,6 +276,12 @@ export function Graph({ nodes, version = 0, selectedId = null, onSelect, label =
     }
   }, [selectedId, shape]);
 
+  // The layer's place, after each render: not a prop, since a pan writes it straight to the DOM
+  // and Preact, comparing with its last render, would skip a value that came back to the same.
+  useLayoutEffect(() => {
+    if (layer.current && view.current && cut) layer.current.style.transform = shift(view.current, cut);
+  });
+
   useEffect(() => {
     if (!focusNext.current || !activeId) return;
     focusNext.current = false;
@@ -426,7 +432,6 @@ export function Graph({ nodes, version = 0, selectedId = null, onSelect, label =
       </g>`);
     }
   }
-  const v = view.current;
   return html`<div class="loom-graph">
     <div class="loom-graph-bar">
       <button type="button" onClick=${() => zoom(STEP)}>Zoom in</button>
@@ -438,8 +443,7 @@ export function Graph({ nodes, version = 0, selectedId = null, onSelect, label =
       onPointerLeave=${() => !drag.current && hideTip()}
       onfocusin=${(e) => showTipAt(e.target)} onfocusout=${hideTip}>
       ${/* Focus listeners here, not on the SVG: Chromium makes an SVG element with one a Tab stop. */ null}
-      <svg class=${cut && !cut.labels ? "loom-graph-svg is-far" : "loom-graph-svg"} ref=${layer} width=${cut ? 3 * size.w : size.w} height=${cut ? 3 * size.h : size.h}
-        style=${{ transform: v && cut ? shift(v, cut) : "none" }}>
+      <svg class=${cut && !cut.labels ? "loom-graph-svg is-far" : "loom-graph-svg"} ref=${layer} width=${cut ? 3 * size.w : size.w} height=${cut ? 3 * size.h : size.h}>
         <g ref=${world} transform=${cut ? `scale(${cut.k}) translate(${-cut.win.x0} ${-cut.win.y0})` : null}>
           <path class="loom-graph-lines" aria-hidden="true" d=${lines.join("")} />
           <g role="tree" aria-label=${label} onClick=${onClick} onKeyDown=${onKeyDown}>${dots}</g>
