@@ -1,8 +1,9 @@
 // The Loom's own dialogs (spec: "Open or start a Loom"): Rename this Loom (an empty Title leaves
 // the Loom untitled, so that its next Branch names it), and Delete Loom after a confirmation.
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { html } from "../html.js";
 import { Dialog } from "../components/dialog.js";
+import { ConfirmDialog } from "../components/confirm_dialog.js";
 import { Field, FormError } from "../components/field.js";
 import { titleOf } from "./looms_list.js";
 
@@ -39,28 +40,7 @@ function RenameForm({ loom, onSave, onClose }) {
 }
 
 export function DeleteLoomDialog({ loom, onDelete, onClose }) {
-  const [error, setError] = useState(null);
-  const [busy, setBusy] = useState(false);
-  useEffect(() => setError(null), [loom && loom.id]);
-  async function remove(event) {
-    event.preventDefault();
-    setBusy(true);
-    try {
-      await onDelete(loom);
-    } catch (failure) {
-      setError(failure.message);
-    } finally {
-      setBusy(false);
-    }
-  }
-  return html`<${Dialog} open=${Boolean(loom)} title=${`Delete ${loom ? `“${titleOf(loom)}”` : "this Loom"}?`} onCancel=${onClose}>
-    <form onSubmit=${remove}>
-      <p>The Loom goes, with its prompt and every Node. You cannot undo it.</p>
-      <${FormError} message=${error} />
-      <div class="actions actions-end">
-        <button type="button" onClick=${onClose}>Cancel</button>
-        <button type="submit" class="danger" disabled=${busy}>Delete Loom</button>
-      </div>
-    </form>
-  </${Dialog}>`;
+  return html`<${ConfirmDialog} subject=${loom} title=${`Delete ${loom ? `“${titleOf(loom)}”` : "this Loom"}?`}
+    text="The Loom goes, with its prompt and every Node. You cannot undo it." action="Delete Loom"
+    onConfirm=${onDelete} onClose=${onClose} />`;
 }

@@ -4,6 +4,7 @@ import { html } from "../html.js";
 import { api } from "../api.js";
 import { docs } from "../config.js";
 import { Dialog } from "../components/dialog.js";
+import { ConfirmDialog } from "../components/confirm_dialog.js";
 import { Field, FormError, splitError } from "../components/field.js";
 import { Form } from "../components/form.js";
 import { number, when } from "../components/format.js";
@@ -123,30 +124,9 @@ function CopyKeyDialog({ secret, onClose }) {
 }
 
 function RevokeDialog({ keyRow, onRevoke, onClose }) {
-  const [error, setError] = useState(null);
-  const [busy, setBusy] = useState(false);
-  useEffect(() => setError(null), [keyRow]);
-  async function revoke() {
-    setBusy(true);
-    setError(null);
-    try {
-      await onRevoke(keyRow);
-    } catch (failure) {
-      setError(failure.message);
-    } finally {
-      setBusy(false);
-    }
-  }
-  return html`<${Dialog} open=${Boolean(keyRow)} title=${keyRow ? `Revoke ${keyRow.name}?` : "Revoke"} onCancel=${onClose}>
-    <${Form} onSubmit=${revoke}>
-      <p>Requests with the key get 401 at once. You cannot undo a revoke.</p>
-      <${FormError} message=${error} />
-      <div class="actions actions-end">
-        <button type="button" onClick=${onClose}>Cancel</button>
-        <button type="submit" class="danger" disabled=${busy}>Revoke key</button>
-      </div>
-    </${Form}>
-  </${Dialog}>`;
+  return html`<${ConfirmDialog} subject=${keyRow} title=${keyRow ? `Revoke ${keyRow.name}?` : "Revoke"}
+    text="Requests with the key get 401 at once. You cannot undo a revoke." action="Revoke key"
+    onConfirm=${onRevoke} onClose=${onClose} />`;
 }
 
 function KeyRow({ item, onRename, onRevoke, onToggle }) {
