@@ -163,31 +163,19 @@ def test_a_loom_starts_branches_streams_and_stops(app: App, new_ui: Any) -> None
     expect(rows(page)).to_have_count(6)
     page.reload()
     expect(rows(page)).to_have_count(6)
-    growing = page.locator(".tree-row:has(.badge-run-running) .tree-text")
-    expect(growing.first).not_to_have_text("No text yet", timeout=GROW_MS)
-    before = len(growing.first.inner_text())
-    page.wait_for_function("([n]) => [...document.querySelectorAll('.tree-row')].some((r) => r.querySelector('.badge-run-running') && r.querySelector('.tree-text').textContent.length > n)",
-                           arg=[before], timeout=GROW_MS)
+    growing = page.locator(".tree-row:has(.badge-run-running)")
+    expect(growing.first.locator(".tree-text")).not_to_have_text("No text yet", timeout=GROW_MS)
+    # Read the growing Node: its Text grows as the stream brings it (unless it ended meanwhile).
+    growing.first.click()
+    text = page.get_by_role("region", name="Text")
+    before = len(text.locator(".loom-path").inner_text())
+    page.wait_for_function("""([n]) => document.querySelector('.loom-path').textContent.length > n
+        || !document.querySelector('.loom-text .badge-run-running')""", arg=[before], timeout=GROW_MS)
     # After the reload the settings are the last Branch's, with Seed blank.
     expect(page.get_by_label("Branches", exact=True)).to_have_value("2")
     expect(page.get_by_label("Max tokens", exact=True)).to_have_value("1000")
     expect(page.get_by_label("Seed", exact=True)).to_have_value("")
     shoot(ui, "loom-growing")
-
-    # Another browser, the same User: it opens the same Loom (changed last) and branches under the
-    # root; the first page sees the new Node without a reload.
-    other: UI = new_ui()
-    other.open("sign-in")
-    other.sign_in(user)
-    other.open("loom")
-    expect(title_button(other.page)).to_have_text(EXAMPLE[:40])
-    expect(rows(other.page)).to_have_count(6)
-    rows(other.page).first.click()
-    set_field(other.page, "Branches", "1")
-    set_field(other.page, "Max tokens", "4")
-    button(other.page, "Branch").click()
-    expect(rows(page)).to_have_count(7)
-    expect(rows(other.page)).to_have_count(7)
 
     # Stop: every growing Node stops, keeps its text, and says Stopped.
     button(page, "Stop").click()
@@ -200,6 +188,23 @@ def test_a_loom_starts_branches_streams_and_stops(app: App, new_ui: Any) -> None
     assert all(node["text"] for node in long), long  # each keeps the text that it grew
     expect(button(page, "Stop")).to_have_count(0)
     shoot(ui, "loom-stopped")
+
+    # Another browser, the same User: it opens the same Loom (changed last) and branches under the
+    # root; the first page, whose stream ended, sees the new Node without a reload.
+    other: UI = new_ui()
+    other.open("sign-in")
+    other.sign_in(user)
+    other.open("loom")
+    expect(title_button(other.page)).to_have_text(EXAMPLE[:40])
+    expect(rows(other.page)).to_have_count(6)
+    rows(other.page).first.click()
+    set_field(other.page, "Branches", "1")
+    set_field(other.page, "Max tokens", "4")
+    button(other.page, "Branch").click()
+    expect(rows(page)).to_have_count(7)
+    expect(rows(other.page)).to_have_count(7)
+    expect(rows(page).nth(6).locator(".tree-text")).not_to_have_text("No text yet", timeout=GROW_MS)
+
     other.check()
     ui.check()
 

@@ -36,7 +36,8 @@ export function LoomsList({ looms, openId, failed, onOpen, onPin, onRename, onDe
             <a href=${`loom?loom=${loom.id}`} class="looms-open" title=${titleOf(loom)}
               aria-current=${loom.id === openId ? "page" : undefined}
               onClick=${(event) => { if (event.button === 0 && !event.metaKey && !event.ctrlKey && !event.shiftKey) { event.preventDefault(); onOpen(loom.id); } }}>
-              ${loom.pinned ? html`<span class="pin-mark" aria-label="Pinned" role="img">📌</span>` : null}
+              ${loom.pinned ? html`<span class="pin-mark" aria-label="Pinned" role="img"><svg viewBox="0 0 16 16" width="14" height="14" aria-hidden="true" focusable="false">
+                <path fill="currentColor" d="M9.8 1.2l5 5-1.4 1.4-.9-.9-2.7 2.7.4 3.3-1.4 1.4L6 10.4 2.4 14 2 13.6 5.6 10 2.9 7.3l1.4-1.4 3.3.4 2.7-2.7-.9-.9z" /></svg></span>` : null}
               <span class="cut">${titleOf(loom)}</span>
             </a>
             <${Menu} label="⋯" ariaLabel=${`Actions of ${titleOf(loom)}`} floating=${true} class="looms-row-menu" items=${[

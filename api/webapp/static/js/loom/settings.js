@@ -32,7 +32,11 @@ export function openingSettings(last, fallbackModel) {
   for (const field of LOOM_FIELDS) {
     const value = last[field.key];
     if (value === undefined || value === null) continue;
-    if (field.kind === "stops") settings[field.key] = (Array.isArray(value) ? value : [value]).join("\n");
+    // One text a line, with a line break as \n and a tab as \t, as the Stop box reads them (fields.js).
+    if (field.kind === "stops") {
+      settings[field.key] = (Array.isArray(value) ? value : [value])
+        .map((stop) => stop.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/\t/g, "\\t")).join("\n");
+    }
     else settings[field.key] = String(value);
   }
   settings.seed = "";

@@ -1,6 +1,7 @@
 // Text (spec: "Branch under a Node"): the text of the path to the Node that you read, the earlier
 // Nodes in gray, then the Node with its heatmap; a token selected shows the likeliest tokens at
-// that place; a failed Node says why under the text that it had.
+// that place; a failed Node says why under the text that it had. The path scrolls when long, so it
+// takes the focus (its text can be read and scrolled by keyboard).
 import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { ErrorNote } from "../playground/output.js";
@@ -27,7 +28,7 @@ export function PathText({ nodes, node }) {
       ${status ? html`<span class=${`badge badge-run-${node.status === "cancelled" ? "stopped" : node.status}`}>${status}</span>` : null}
       ${tokens ? html`<${Legend} />` : null}
     </div>
-    <div class="run-text loom-path">
+    <div class="run-text loom-path" tabindex="0">
       ${earlier ? html`<span class="path-earlier">${earlier}</span>` : null}
       ${tokens ? html`<${TokenText} choice=${choice} heatmap=${true} label="The text of the Node"
           selected=${selected} onSelect=${setSelected} />`
