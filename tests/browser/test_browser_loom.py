@@ -18,29 +18,10 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.browser.conftest import App, UI
+from tests.browser.page_calls import call, ok
 
 EXAMPLE = "The three most surprising facts about octopuses are"
 GROW_MS = 120_000
-SHOTS = Path("/work/notes/shots")
-
-
-def call(page: Any, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    """One call of an /account route with the session and the CSRF token, as the App makes it."""
-    answer = page.evaluate("""async ([method, path, body]) => {
-        const token = decodeURIComponent((document.cookie.match(/acs_csrf=([^;]+)/) || [, ""])[1]);
-        const init = {method, headers: {"X-CSRF-Token": token, "Content-Type": "application/json"}};
-        if (body !== null) init.body = JSON.stringify(body);
-        const answer = await fetch(path, init);
-        const text = await answer.text();
-        return {status: answer.status, body: text ? JSON.parse(text) : null};
-    }""", [method, path, body])
-    return answer["status"], answer["body"]
-
-
-def ok(page: Any, method: str, path: str, body: Any = None) -> Any:
-    status, answer = call(page, method, path, body)
-    assert status == 200, (method, path, status, answer)
-    return answer
 
 
 def shape(loom: dict) -> list[tuple[str | None, str]]:
@@ -64,18 +45,15 @@ def title_button(page: Any) -> Any:
     return page.locator(".loom-title")
 
 
+def loom_of(page: Any) -> str:
+    """The id of the Loom that the page's address opens."""
+    found = re.search(r"loom=([0-9a-f-]+)", page.url)
+    assert found, page.url
+    return found.group(1)
+
+
 def list_rows(page: Any) -> Any:
     return page.get_by_role("region", name="Your Looms").locator(".looms-open")
-
-
-def shoot(ui: UI, name: str) -> None:
-    """ui.shoot, and the pictures kept for the notes too."""
-    ui.shoot(name)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    for width in (1280, 390):
-        made = ui.folder / f"{name}-{width}.png"
-        if made.is_file():
-            (SHOTS / f"{name}-{width}.png").write_bytes(made.read_bytes())
 
 
 def signed_in(app: App, ui: UI, tag: str) -> Any:
@@ -106,7 +84,7 @@ def test_a_loom_starts_branches_streams_and_stops(app: App, new_ui: Any) -> None
     # No Loom yet: New Loom is open. Tab in the empty box puts in the gray example.
     prompt = page.get_by_label("Prompt", exact=True)
     expect(prompt).to_have_attribute("placeholder", EXAMPLE)
-    shoot(ui, "loom-new")
+    ui.shoot("loom-new")
     prompt.focus()
     page.keyboard.press("Tab")
     expect(prompt).to_have_value(EXAMPLE)
@@ -131,7 +109,7 @@ def test_a_loom_starts_branches_streams_and_stops(app: App, new_ui: Any) -> None
     expect(list_rows(page)).to_have_text([EXAMPLE[:40]])
 
     # Read a Node: Text shows the path, the root in gray, then the Node's tokens with the heatmap.
-    loom_id = re.search(r"loom=([0-9a-f-]+)", page.url).group(1)
+    loom_id = loom_of(page)
     loom = ok(page, "GET", f"account/looms/{loom_id}")
     child = loom["nodes"][1]
     rows(page).nth(1).click()
@@ -141,7 +119,7 @@ def test_a_loom_starts_branches_streams_and_stops(app: App, new_ui: Any) -> None
     expect(tokens).to_have_count(len(child["logprobs"]["tokens"]))
     tokens.first.click()
     expect(page.get_by_role("region", name="The likeliest tokens at token 1")).to_be_visible()
-    shoot(ui, "loom-branched")
+    ui.shoot("loom-branched")
 
     # The tree by keyboard: the arrows move and the selection follows.
     page.get_by_role("tree", name="Tree").focus()
@@ -175,7 +153,7 @@ def test_a_loom_starts_branches_streams_and_stops(app: App, new_ui: Any) -> None
     expect(page.get_by_label("Branches", exact=True)).to_have_value("2")
     expect(page.get_by_label("Max tokens", exact=True)).to_have_value("1000")
     expect(page.get_by_label("Seed", exact=True)).to_have_value("")
-    shoot(ui, "loom-growing")
+    ui.shoot("loom-growing")
 
     # Stop: every growing Node stops, keeps its text, and says Stopped.
     button(page, "Stop").click()
@@ -187,7 +165,7 @@ def test_a_loom_starts_branches_streams_and_stops(app: App, new_ui: Any) -> None
     assert [node["status"] for node in long] == ["cancelled", "cancelled"], long
     assert all(node["text"] for node in long), long  # each keeps the text that it grew
     expect(button(page, "Stop")).to_have_count(0)
-    shoot(ui, "loom-stopped")
+    ui.shoot("loom-stopped")
 
     # Another browser, the same User: it opens the same Loom (changed last) and branches under the
     # root; the first page, whose stream ended, sees the new Node without a reload.
@@ -244,7 +222,7 @@ def test_rename_pin_and_delete_from_the_title_and_the_row_menu(app: App, new_ui:
     expect(button(page, "Unpin")).to_be_visible()
     expect(list_rows(page).first.get_by_role("img", name="Pinned")).to_be_visible()
     assert ok(page, "GET", "account/looms")["data"][0]["id"] == first["id"]
-    shoot(ui, "loom-pinned")
+    ui.shoot("loom-pinned")
     button(page, "Unpin").click()
     expect(button(page, "Pin")).to_be_visible()
 
@@ -265,7 +243,7 @@ def test_rename_pin_and_delete_from_the_title_and_the_row_menu(app: App, new_ui:
     page.get_by_role("menuitem", name="Delete").click()
     confirm = page.get_by_role("dialog")
     expect(confirm).to_contain_text("You cannot undo it.")
-    shoot(ui, "loom-delete")
+    ui.shoot("loom-delete")
     button(confirm, "Delete Loom").click()
     expect(list_rows(page)).to_have_count(1)
     assert call(page, "GET", f"account/looms/{second['id']}")[0] == 404
@@ -278,6 +256,13 @@ def test_rename_pin_and_delete_from_the_title_and_the_row_menu(app: App, new_ui:
     expect(list_rows(page).first).to_be_hidden()
     button(page, "Graph").click()
     expect(button(page, "Graph")).to_have_attribute("aria-pressed", "true")
+    # The Graph on the page: a dot for each Node of the Loom, and selecting one reads it.
+    dots = page.locator(".loom-graph-node")
+    button(page, "Fit").click()
+    count = int(page.locator(".loom-count").inner_text().split()[0].replace(",", ""))
+    expect(dots).to_have_count(count)
+    dots.last.click()
+    expect(dots.last).to_have_attribute("aria-selected", "true")
     page.reload()
     expect(page.get_by_role("button", name="Your Looms")).to_have_attribute("aria-expanded", "false")
     expect(button(page, "Graph")).to_have_attribute("aria-pressed", "true")
@@ -342,11 +327,11 @@ def test_export_import_round_trips_and_copy(app: App, new_ui: Any, tmp_path: Pat
     # Import a Loom under New Loom: "<title> (imported)", the same tree with new ids.
     button(page, "New Loom").click()
     page.get_by_label("Loom file", exact=True).set_input_files(str(saved))
-    shoot(ui, "loom-import")
+    ui.shoot("loom-import")
     button(page, "Import").click()
     expect(title_button(page)).to_have_text("The sky is (imported)")
     expect(rows(page)).to_have_count(3)
-    imported_id = re.search(r"loom=([0-9a-f-]+)", page.url).group(1)
+    imported_id = loom_of(page)
     assert imported_id != loom["id"]
     imported = ok(page, "GET", f"account/looms/{imported_id}")
     assert shape(imported) == shape(loom)
@@ -366,7 +351,7 @@ def test_export_import_round_trips_and_copy(app: App, new_ui: Any, tmp_path: Pat
     page.get_by_label("Loom file", exact=True).set_input_files(str(text))
     button(page, "Import").click()
     expect(page.get_by_role("alert")).to_have_text("notes.json is not a Loom file: it is not JSON.")
-    shoot(ui, "loom-bad-file")
+    ui.shoot("loom-bad-file")
     ui.check()
 
 
@@ -411,5 +396,5 @@ def test_a_loom_of_2000_nodes_opens_and_moves_without_stalling(app: App, new_ui:
     print(f"2,000 Nodes: the page drawn {opened_ms:.0f} ms after navigation start; {drawn} rows in the DOM; "
           f"a scroll of the tree drawn in {took:.1f} ms")
     assert took < 200, took
-    shoot(ui, "loom-2000")
+    ui.shoot("loom-2000")
     ui.check()

@@ -17,6 +17,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.browser.conftest import App, UI
+from tests.browser.page_calls import call, ok
 
 GROW_MS = 120_000
 EMPTY_SPLIT = re.compile(r"A split at the start or the end would leave a Node empty")
@@ -33,25 +34,6 @@ KEY_ROWS = [
 
 
 # -- the App's routes, as the page calls them ---------------------------------------------------------
-
-def call(page: Any, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    """One call of an /account route with the session and the CSRF token: (status, JSON answer)."""
-    answer = page.evaluate("""async ([method, path, body]) => {
-        const token = decodeURIComponent((document.cookie.match(/acs_csrf=([^;]+)/) || [, ""])[1]);
-        const init = {method, headers: {"X-CSRF-Token": token, "Content-Type": "application/json"}};
-        if (body !== null) init.body = JSON.stringify(body);
-        const answer = await fetch(path, init);
-        const text = await answer.text();
-        return {status: answer.status, body: text ? JSON.parse(text) : null};
-    }""", [method, path, body])
-    return answer["status"], answer["body"]
-
-
-def ok(page: Any, method: str, path: str, body: Any = None) -> Any:
-    status, answer = call(page, method, path, body)
-    assert status == 200, (method, path, status, answer)
-    return answer
-
 
 def texts(loom: dict) -> list[tuple[str | None, str]]:
     """The Loom's Nodes as (the parent's text, the text), in the order of a read."""

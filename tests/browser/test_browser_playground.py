@@ -27,6 +27,7 @@ import pandas
 from playwright.sync_api import expect
 
 from tests.browser.conftest import PREFIX, App, UI, User, drawn, tab_to
+from tests.browser.page_calls import ok
 
 EXAMPLE = "The three most surprising facts about octopuses are"
 RUN_WAIT_MS = 120_000
@@ -36,14 +37,7 @@ HIDDEN_SIZE = 64  # the tiny model's (configs/models/tiny-llama.yaml)  # a Run o
 
 def make_key(ui: UI, name: str = "laptop") -> str:
     """A key made through the App's own route (API Keys' dialog has its own tests); the key."""
-    answer = ui.page.evaluate("""async (name) => {
-        const token = decodeURIComponent(document.cookie.match(/acs_csrf=([^;]+)/)[1]);
-        const answer = await fetch("account/keys", {method: "POST", body: JSON.stringify({name}),
-            headers: {"Content-Type": "application/json", "X-CSRF-Token": token}});
-        return {status: answer.status, body: await answer.json()};
-    }""", name)
-    assert answer["status"] == 201, answer
-    return answer["body"]["key"]
+    return ok(ui.page, "POST", "account/keys", {"name": name}, status=201)["key"]
 
 
 def sign_out(ui: UI, user: User) -> None:

@@ -23,7 +23,7 @@ import { Nodes } from "../loom/nodes.js";
 import { BranchSettings, branchBody, errorsOfBranch, loomDefaults, openingSettings } from "../loom/settings.js";
 import { PathText } from "../loom/text.js";
 import { TreeView } from "../loom/tree.js";
-// loom: graph here (its import)
+import { Graph } from "../loom/graph.js";
 import { NodeActions } from "../loom/changes.js";
 
 const LIST_EVERY_MS = 3000;
@@ -434,8 +434,7 @@ export default function LoomPage({ route }) {
             <button type="button" aria-pressed=${view === "graph" ? "true" : "false"} onClick=${() => setView("graph")}>Graph</button>
           </div>
           ${view === "graph"
-            // loom: graph here — <Graph nodes=${nodes} selectedId=${selectedId} onSelect=${setSelectedId} />
-            ? html`<p class="muted graph-soon">The Graph view is on its way.</p>`
+            ? html`<${Graph} nodes=${nodes} version=${version} selectedId=${selectedId} onSelect=${setSelectedId} />`
             : html`<${TreeView} nodes=${nodes} version=${version} selectedId=${selectedId} expanded=${expanded}
                 onSelect=${setSelectedId} onToggle=${toggle} />`}
           <p class="muted loom-count">${number(nodes.size)} Node${nodes.size === 1 ? "" : "s"}</p>
