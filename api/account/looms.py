@@ -85,7 +85,8 @@ async def export_loom(loom_id: str, request: Request, principal: AppDep):
 
 @router.get("/{loom_id}")
 async def get_loom(loom_id: str, request: Request, principal: AppDep):
-    return await _service(request).get(loom_id, principal)
+    # With the last Branch's settings, with which the page opens the Loom.
+    return await _service(request).get(loom_id, principal, with_last_branch=True)
 
 
 @router.post("/{loom_id}")

@@ -33,7 +33,7 @@ from domain.completions.validation import (
 )
 from domain.looms.branch import SAMPLING_DEFAULTS
 from domain.looms.ids import parse_id
-from domain.looms.views import loom_json
+from domain.looms.views import last_branch_json, loom_json
 from domain.services import Services
 from ledger.work import loom_changes
 from ledger.work import looms
@@ -78,10 +78,8 @@ def export_file(tree: LoomTree) -> dict[str, Any]:
         position = places.get(node.parent_id, 0)
         places[node.parent_id] = position + 1
         nodes.append(_file_node(node, position))
-    config = None if loom.last_generation_config is None else json.loads(loom.last_generation_config)
     return {"version": VERSION, "node_order": NODE_ORDER,
-            "loom": {"title": loom.title, "model": loom.model, "last_generation_config": config},
-            "nodes": nodes}
+            "loom": {"title": loom.title, **last_branch_json(loom)}, "nodes": nodes}
 
 
 def _file_node(node: LoomNode, position: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from domain.looms import changes, files
 from domain.looms.branch import Branch, parse_branch
 from domain.looms.ids import parse_id
 from domain.looms.news import CHANGED, loom_topic
-from domain.looms.views import branch_json, deleted_json, loom_json, summary_json
+from domain.looms.views import branch_json, deleted_json, last_branch_json, loom_json, summary_json
 from domain.services import Services
 from ledger.work import looms
 from ledger.store.coltypes import utcnow
@@ -94,8 +94,14 @@ class LoomService:
 
         return await self.once(principal, key, "POST /v1/looms", body, make, as_it_is_now)
 
-    async def get(self, loom_id: str, principal: Principal) -> dict:
-        return loom_json(await self._read(looms.read, parse_id(loom_id, "loom"), principal.user_id))
+    async def get(self, loom_id: str, principal: Principal, *, with_last_branch: bool = False) -> dict:
+        """`with_last_branch`: the App's read, which opens a Loom with its last Branch's settings
+        (spec: "Branch under a Node"), adds them as `last_branch` (the export file's two fields)."""
+        tree = await self._read(looms.read, parse_id(loom_id, "loom"), principal.user_id)
+        answer = loom_json(tree)
+        if with_last_branch:
+            answer["last_branch"] = last_branch_json(tree.loom)
+        return answer
 
     async def list(self, principal: Principal) -> dict:
         rows = await self._read(looms.listing, principal.user_id)

@@ -42,6 +42,12 @@ def loom_json(tree: LoomTree) -> dict[str, Any]:
     }
 
 
+def last_branch_json(loom: Loom) -> dict[str, Any]:
+    """The model and settings of the Loom's last Branch, as its export file keeps them
+    (`loom.model`, `loom.last_generation_config`); None before the first Branch."""
+    return {"model": loom.model, "last_generation_config": _json_or_none(loom.last_generation_config)}
+
+
 def summary_json(loom: Loom, prompt: str) -> dict[str, Any]:
     return {
         "id": str(loom.id),

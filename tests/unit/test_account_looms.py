@@ -67,7 +67,11 @@ class AppLooms(Playground):
         return (await self.ok("POST", f"/{loom['id']}/nodes/{node_id}/branch", body or BRANCH, "Branch"))["data"]
 
     async def read(self, loom_id: str) -> dict:
-        return await self.ok("GET", f"/{loom_id}")
+        """The App's read less `last_branch`, its one field more than the API's (its own test below)."""
+        loom = await self.ok("GET", f"/{loom_id}", schema=None)
+        del loom["last_branch"]
+        validate(loom, "Loom")
+        return loom
 
     async def api_read(self, loom_id: str) -> dict:
         r = await self.api("GET", f"/{loom_id}")
@@ -315,6 +319,24 @@ async def test_a_branch_grows_on_the_runner_with_no_key_and_the_stream_sends_eac
     usage = await app_looms.account.ok("GET", "/account/usage")
     (source,) = [line for line in usage["by_source"] if line["source"] == "loom"]
     assert source["completions"] == 2
+
+
+async def test_the_apps_read_adds_the_last_branchs_settings_as_the_export_keeps_them(app_looms: AppLooms) -> None:
+    loom = await app_looms.make()
+    read = await app_looms.ok("GET", f"/{loom['id']}", schema=None)
+    assert read["last_branch"] == {"model": None, "last_generation_config": None}  # no Branch yet
+    first, _ = await app_looms.branch(loom, {**BRANCH, "temperature": 0.5, "stop": ["\n"], "seed": 3})
+    app_looms.runner()
+    await app_looms.grown(loom["id"])
+    # A Branch under a Node of the last one: its settings are the last.
+    await app_looms.branch(loom, {"model": "llama-8b", "max_tokens": 3, "n": 3}, node_id=first["id"])
+    read = await app_looms.ok("GET", f"/{loom['id']}", schema=None)
+    exported = await app_looms.ok("GET", f"/{loom['id']}/export", schema="LoomFile")
+    assert read["last_branch"] == {key: exported["loom"][key] for key in ("model", "last_generation_config")}
+    config = read["last_branch"]["last_generation_config"]
+    assert (read["last_branch"]["model"], config["n"], config["max_tokens"]) == ("llama-8b", 3, 3)
+    # The API's read stays the spec's Loom.
+    assert "last_branch" not in await app_looms.api_read(loom["id"])
 
 
 async def test_a_paused_or_revoked_key_of_the_user_does_not_touch_nodes_the_app_started(

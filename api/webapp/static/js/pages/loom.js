@@ -164,6 +164,10 @@ export default function LoomPage({ route }) {
     setMissing(null);
     setSelectedId((old) => (!first && old && store.get(old) ? old : store.roots[0] || null));
     if (first) {
+      // A Loom opens with the settings of its last Branch, which the App's read adds.
+      const last = loom.last_branch && loom.last_branch.last_generation_config
+        ? { model: loom.last_branch.model, ...loom.last_branch.last_generation_config } : null;
+      setSettings((old) => openingSettings(last, old.model));
       const open = new Set();
       if (store.size <= EXPAND_ALL_UP_TO) for (const [parent] of store.children) open.add(parent);
       else store.roots.forEach((root) => open.add(root));
@@ -205,15 +209,6 @@ export default function LoomPage({ route }) {
     const known = (looms || []).find((loom) => loom.id === openId);
     stamp.current = known ? known.updated_at : 0;
     refresh(openId, { first: true });
-    // A Loom opens with the settings of its last Branch (the export file keeps them).
-    let live = true;
-    exportLoom(openId).then((file) => {
-      if (!live) return;
-      const config = file && file.loom ? file.loom.last_generation_config : null;
-      const last = config ? { model: file.loom.model, ...config } : null;
-      setSettings((old) => openingSettings(last, old.model));
-    }).catch(() => {});
-    return () => { live = false; };
   }, [openId]);
 
   useEffect(() => () => stopFollowing(), []);
