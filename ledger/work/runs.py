@@ -186,12 +186,13 @@ async def end_within(session: AsyncSession, end: RunEnd, now: datetime) -> bool:
 async def fail_growing_within(session: AsyncSession, work_id: uuid.UUID, error: dict[str, Any],
                               now: datetime) -> bool:
     """The Run of a work row that the platform failed to run, or whose Runner died: `failed`,
-    keeping the text it saved. Called only while the work row is still that attempt's, so it
-    holds also when the attempt failed before it started the Run."""
+    keeping the text it saved, with `used_tokens` 0 since its Hold is released and it costs
+    nothing. Called only while the work row is still that attempt's, so it holds also when the
+    attempt failed before it started the Run."""
     return await changed_one(session, update(PlaygroundRun).where(
         col(PlaygroundRun.work_id) == work_id, col(PlaygroundRun.status).in_(RUN_GROWING),
         col(PlaygroundRun.deleted_at).is_(None),
-    ).values(status=RunStatus.failed, error=as_json(error), finished_at=now), commit=False)
+    ).values(status=RunStatus.failed, used_tokens=0, error=as_json(error), finished_at=now), commit=False)
 
 
 async def fail_queued_within(session: AsyncSession, work_id: uuid.UUID, error: dict[str, Any],

@@ -361,6 +361,7 @@ async def test_a_crash_found_by_the_lease_fails_the_run_which_keeps_its_text_and
     assert failed["error"] == {"message": FAILED, "type": "internal_error", "param": None, "code": "internal_error"}
     (hold,) = await playground.run_holds(run["id"])
     assert (hold.state, hold.used) == (HoldState.released, 0)
+    assert kept["used_tokens"] > 0 and failed["used_tokens"] == 0  # the Runs table shows what it cost
     work = await playground.work_of(run["id"])
     assert (work.status, work.attempts) == (WorkStatus.failed, 1)
     await asyncio.sleep(0.5)  # and it does not run again
