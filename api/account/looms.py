@@ -8,6 +8,8 @@ differs, as the spec says:
   run whatever becomes of the User's keys, and their Usage source stays `loom`.
 - A Branch counts against the App's 600 a minute of the User, not a key's bucket (spec: Limits).
 - An import names the Loom "<the file's title> (imported)" (spec: "Export and import").
+- A refusal that the API words with a /v1 route names the Loom page's button instead, such as
+  "Stop" for `POST /v1/looms/{loom_id}/cancel` (domain/looms/wording.py).
 A session renewal that falls on an answer goes out with it (`with_renewal`): these routes answer
 Responses of their own, as /v1's do.
 """
@@ -50,7 +52,8 @@ AppWorkDep = Annotated[Principal, Depends(app_work_principal)]
 
 
 def _service(request: Request) -> LoomService:
-    return LoomService(services_of(request))
+    # The App's: its refusals name the Loom page's buttons, and its import marks the title.
+    return LoomService(services_of(request), in_app=True)
 
 
 async def _body(request: Request) -> Any:
@@ -75,7 +78,7 @@ async def create_loom(request: Request, response: Response, principal: AppDep):
 @router.post("/import")
 async def import_loom(request: Request, response: Response, principal: AppDep):
     key = idempotency_key(request)
-    return _answer(await _service(request).import_(await _body(request), principal, key, in_app=True), response)
+    return _answer(await _service(request).import_(await _body(request), principal, key), response)
 
 
 @router.get("/{loom_id}/export")

@@ -26,6 +26,7 @@ from domain.looms.branch import Branch, parse_branch
 from domain.looms.ids import parse_id
 from domain.looms.news import CHANGED, loom_topic
 from domain.looms.views import branch_json, deleted_json, last_branch_json, loom_json, summary_json
+from domain.looms.wording import wording
 from domain.services import Services
 from ledger.work import looms
 from ledger.store.coltypes import utcnow
@@ -44,9 +45,13 @@ def _object(body: Any) -> dict:
 
 
 class LoomService:
-    def __init__(self, services: Services, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, services: Services, clock: Callable[[], datetime] = utcnow, *, in_app: bool = False) -> None:
+        """`in_app`: the App's Loom routes, whose refusals name the Loom page's buttons where the
+        API's name its routes (domain/looms/wording.py), and whose import marks the title."""
         self.services = services
         self.clock = clock
+        self.in_app = in_app
+        self.wording = wording(in_app)
         self.kept_for = timedelta(seconds=services.settings.job_result_kept_s)
 
     # -- Idempotency-Key on every route that writes ------------------------------------------------
@@ -124,8 +129,8 @@ class LoomService:
         loom = parse_id(loom_id, "loom")
 
         async def delete_it() -> dict:
-            return await self._announced(loom, deleted_json(await self._write(looms.delete_loom, loom,
-                                                                              principal.user_id, self.clock())))
+            return await self._announced(loom, deleted_json(await self._write(
+                looms.delete_loom, loom, principal.user_id, self.clock(), stop=self.wording.stop)))
 
         return await self.once(principal, key, f"DELETE /v1/looms/{loom}", None, delete_it)
 
@@ -141,11 +146,11 @@ class LoomService:
     async def export(self, loom_id: str, principal: Principal) -> dict[str, Any]:
         return await files.export(self.services, loom_id, principal)
 
-    async def import_(self, body: Any, principal: Principal, key: str | None, *, in_app: bool = False) -> Answer:
-        """`in_app`: the App's import, which marks the title ` (imported)` (domain/looms/files.py)."""
-        route = "POST /account/looms/import" if in_app else "POST /v1/looms/import"
+    async def import_(self, body: Any, principal: Principal, key: str | None) -> Answer:
+        """The App's import marks the title ` (imported)` (domain/looms/files.py)."""
+        route = "POST /account/looms/import" if self.in_app else "POST /v1/looms/import"
         return await self.once(principal, key, route, body,
-                               lambda: files.import_(self.services, body, principal, in_app=in_app))
+                               lambda: files.import_(self.services, body, principal, in_app=self.in_app))
 
     # -- Branch --------------------------------------------------------------------------------------
 
@@ -158,7 +163,7 @@ class LoomService:
         parent_node = tree.node(parent)
         # The cheap refusals first; the ledger checks the state again under the Loom's lock.
         if parent_node.status not in (NodeStatus.completed, NodeStatus.cancelled):
-            raise LoomConflict(looms.branch_refusal(parent_node.status, loom))
+            raise LoomConflict(looms.branch_refusal(parent_node.status, loom, self.wording.stop))
         looms.check_room(tree, branch.n)
         prompt_tokens = await self._check_as_completions_do(branch, tree.path_text(parent))
         await self._check_one_node_fits(model, prompt_tokens, principal)
@@ -166,7 +171,8 @@ class LoomService:
         async def grow() -> dict:
             requests = [looms.NewNode(branch.node_request(i, model.served_model_name)) for i in range(branch.n)]
             made = await self._write(looms.branch, loom, parent, principal.user_id, principal.key_id,
-                                     branch.model, model.id, requests, branch.generation_config(), self.clock())
+                                     branch.model, model.id, requests, branch.generation_config(), self.clock(),
+                                     stop=self.wording.stop)
             self.services.wake_runner(WorkKind.node)
             return await self._announced(loom, branch_json(made))
 

@@ -36,8 +36,12 @@ KEPT_AFTER_DELETE = timedelta(days=14)
 FULL = ("This Loom has {count} Nodes and holds at most {cap}, so {fit} more fit. "
         "Delete Nodes to make room.")
 FULL_NONE = "This Loom has {cap} Nodes, the most that a Loom holds, so no more fit. Delete Nodes to make room."
-GROWING_LOOM = ("A Node of this Loom is queued or running. Stop the Branch with POST /v1/looms/{loom_id}/cancel, "
-                "or wait until it ends.")
+# How a refusal names the way to stop a Loom's growing Branch, with {loom_id} to fill: the API's
+# route, unless the caller names its own (the App names its Stop button: domain/looms/wording.py).
+STOP_ROUTE = "POST /v1/looms/{loom_id}/cancel"
+STOP_OR_WAIT = "A Node of this Loom is queued or running. Stop the Branch with {stop}, or wait until it ends."
+# In the API's words, with {loom_id} to fill, as ledger/work/loom_changes.py formats it.
+GROWING_LOOM = STOP_OR_WAIT.format(stop=STOP_ROUTE)
 
 
 @dataclass
@@ -253,10 +257,16 @@ async def change(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, 
     return await read(session, loom_id, user_id)
 
 
-async def delete_loom(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, now: datetime) -> uuid.UUID:
+def growing_loom(loom_id: uuid.UUID, stop: str = STOP_ROUTE) -> str:
+    """The refusal of a change while a Node of the Loom grows; `stop` as STOP_ROUTE."""
+    return STOP_OR_WAIT.format(stop=stop.format(loom_id=loom_id))
+
+
+async def delete_loom(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, now: datetime, *,
+                      stop: str = STOP_ROUTE) -> uuid.UUID:
     tree = await load(session, loom_id, user_id, lock=True)
     if tree.growing():
-        raise LoomConflict(GROWING_LOOM.format(loom_id=loom_id))
+        raise LoomConflict(growing_loom(loom_id, stop))
     tree.loom.deleted_at = now
     session.add(tree.loom)
     await session.commit()
@@ -278,13 +288,14 @@ class NewNode:
 
 async def branch(session: AsyncSession, loom_id: uuid.UUID, parent_id: uuid.UUID, user_id: uuid.UUID,
                  key_id: uuid.UUID | None, model: str, model_id: str, new_nodes: list[NewNode],
-                 generation_config: dict, now: datetime) -> list[LoomNode]:
+                 generation_config: dict, now: datetime, *, stop: str = STOP_ROUTE) -> list[LoomNode]:
     """Queue the Branch's Nodes, each with its work row, under a `completed` or `cancelled` Node.
-    `key_id` None: a Branch started in the App, whose Nodes no key's pause or revoke touches."""
+    `key_id` None: a Branch started in the App, whose Nodes no key's pause or revoke touches.
+    `stop`: how a refusal names the way to stop a Branch (STOP_ROUTE)."""
     tree = await load(session, loom_id, user_id, lock=True)
     parent = tree.node(parent_id)
     if parent.status not in (NodeStatus.completed, NodeStatus.cancelled):
-        raise LoomConflict(branch_refusal(parent.status, loom_id))
+        raise LoomConflict(branch_refusal(parent.status, loom_id, stop))
     check_room(tree, len(new_nodes))
     if not tree.loom.title:
         tree.loom.title = title_from_root(tree.prompt)
@@ -313,12 +324,13 @@ async def branch(session: AsyncSession, loom_id: uuid.UUID, parent_id: uuid.UUID
     return made
 
 
-def branch_refusal(status: NodeStatus, loom_id: uuid.UUID) -> str:
+def branch_refusal(status: NodeStatus, loom_id: uuid.UUID, stop: str = STOP_ROUTE) -> str:
+    """Why a Node that did not complete nor was stopped takes no Branch; `stop` as STOP_ROUTE."""
     if status == NodeStatus.failed:
         return ("This Node failed, so it takes no Branch. Grow a Branch under its parent, "
                 "or delete it.")
     return (f"This Node is {status.value}, so it takes no Branch yet. Branch only under a completed "
-            f"or cancelled Node: wait until it ends, or stop it with POST /v1/looms/{loom_id}/cancel.")
+            f"or cancelled Node: wait until it ends, or stop it with {stop.format(loom_id=loom_id)}.")
 
 
 # -- Stop -------------------------------------------------------------------------------------------

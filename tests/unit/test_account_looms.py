@@ -1,8 +1,8 @@
 """The App's Loom routes (/account/looms) on the fake engine with in-process Runners on PostgreSQL:
 each /v1/looms route for the App's session and CSRF token, over the same logic, so each answers as
 its /v1 route does; a Branch that runs with no API key, counts against the App's 600 a minute of
-the User, and shows in the Loom's stream; the import's " (imported)" (spec: "Use the Loom page",
-Limits). The Loom logic itself is tested through /v1 in test_looms.py, test_loom_nodes.py,
+the User, and shows in the Loom's stream; the import's " (imported)"; a refusal that names the page's
+Stop button where /v1's names its route (spec: "Use the Loom page", Limits). The Loom logic itself is tested through /v1 in test_looms.py, test_loom_nodes.py,
 test_loom_changes.py, test_loom_files.py and test_loom_stream.py.
 
 The fake engine writes tokens " t1000", " t1001", ...; "The sky is" is 4 tokens.
@@ -25,7 +25,8 @@ from ledger.accounts.keys import create_api_key, set_key_status
 from ledger.accounts.tables import AppSession, KeyStatus
 from ledger.store.coltypes import utcnow
 from ledger.tokens.tables import HoldState, UsageSource
-from ledger.work.tables import Work, WorkKind, WorkStatus
+from ledger.work import looms
+from ledger.work.tables import NodeStatus, Work, WorkKind, WorkStatus
 from tests.account_fixtures import browser_client
 from tests.own_account import sign_in
 from tests.spec import assert_error, validate
@@ -397,6 +398,59 @@ async def test_the_tree_edits_in_the_app_change_the_loom_as_the_api_reads_it(app
     rooted = await app_looms.ok("POST", f"{base}/root", {"text": "Once"})
     assert [(n["text"], n["parent_id"]) for n in rooted["nodes"]] == [("Once", None)]
     assert rooted == await app_looms.api_read(loom["id"])
+
+
+# -- a refusal names the Loom page's button where the API names its route -------------------------------
+
+GROWING_LOOM = "A Node of this Loom is queued or running. Stop the Branch with {stop}, or wait until it ends."
+NO_BRANCH_YET = ("This Node is queued, so it takes no Branch yet. Branch only under a completed or cancelled "
+                 "Node: wait until it ends, or stop it with {stop}.")
+
+
+async def refused_in_both(app_looms: AppLooms, method: str, path: str, body: Any) -> tuple[str, str]:
+    """The App's and the API's message for one request that each refuses with the same status, error
+    (but its message) and x-should-retry."""
+    in_app, on_v1 = await app_looms.call(method, path, body), await app_looms.api(method, path, body)
+    (app_status, app_error), (api_status, api_error) = error_of(in_app), error_of(on_v1)
+    assert (app_status, {**app_error, "message": ""}) == (api_status, {**api_error, "message": ""}) == (
+        409, {"message": "", "type": "invalid_request_error", "param": None, "code": None})
+    assert in_app.headers["x-should-retry"] == on_v1.headers["x-should-retry"] == "false"
+    return app_error["message"], api_error["message"]
+
+
+async def test_a_change_while_a_branch_grows_names_the_stop_button_in_the_app_and_the_route_on_v1(
+        app_looms: AppLooms) -> None:
+    loom = await app_looms.make()
+    queued, _ = await app_looms.branch(loom)  # no Runner runs them: they stay queued
+    before = await app_looms.read(loom["id"])
+    route = f"POST /v1/looms/{loom['id']}/cancel"
+    assert await refused_in_both(app_looms, "DELETE", f"/{loom['id']}", None) == (
+        GROWING_LOOM.format(stop="Stop"), GROWING_LOOM.format(stop=route))
+    branch = f"/{loom['id']}/nodes/{queued['id']}/branch"
+    assert await refused_in_both(app_looms, "POST", branch, BRANCH) == (
+        NO_BRANCH_YET.format(stop="Stop"), NO_BRANCH_YET.format(stop=route))
+    assert await app_looms.read(loom["id"]) == before  # nothing changed
+
+
+async def test_the_ledgers_check_under_the_lock_words_a_branch_refusal_as_the_caller_does(
+        app_looms: AppLooms, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Node that the route's first read saw completed, but that grows again once the ledger locks the
+    Loom (as a restarted Node does): the ledger's own check refuses, in the caller's words."""
+    loom = await app_looms.make()
+    queued, _ = await app_looms.branch(loom)
+    first_read = looms.read
+
+    async def read_before_it_grew(session: Any, loom_id: uuid.UUID, user_id: uuid.UUID) -> looms.LoomTree:
+        tree = await first_read(session, loom_id, user_id)
+        tree.node(uuid.UUID(queued["id"])).status = NodeStatus.completed
+        return tree
+
+    monkeypatch.setattr(looms, "read", read_before_it_grew)
+    branch = f"/{loom['id']}/nodes/{queued['id']}/branch"
+    assert await refused_in_both(app_looms, "POST", branch, BRANCH) == (
+        NO_BRANCH_YET.format(stop="Stop"), NO_BRANCH_YET.format(stop=f"POST /v1/looms/{loom['id']}/cancel"))
+    monkeypatch.undo()
+    assert len((await app_looms.read(loom["id"]))["nodes"]) == 3  # the refused Branches made nothing
 
 
 # -- the App's limit ------------------------------------------------------------------------------------
