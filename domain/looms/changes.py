@@ -15,6 +15,7 @@ from domain import errors
 from domain.completions.validation import Msg, integer, reject_unknown_fields, text
 from domain.looms.ids import parse_id
 from domain.looms.views import loom_json
+from domain.looms.wording import Wording
 from domain.services import Services
 from ledger.work import loom_changes
 from ledger.store.coltypes import utcnow
@@ -46,35 +47,43 @@ def parse_split(body: Any) -> tuple[int, str | None]:
     return offset, None if edited is None else normalize_newlines(text(edited, "text"))
 
 
-async def _write(services: Services, change: Any, *args: Any) -> dict:
+async def _write(services: Services, change: Any, *args: Any, **ways: str) -> dict:
+    """`ways`: how the change's refusals name the way past them, as the caller's Wording says."""
     async with services.ledger.write_sessions() as session:
-        return loom_json(await change(session, *args, utcnow()))
+        return loom_json(await change(session, *args, utcnow(), **ways))
 
 
-async def edit(services: Services, loom_id: str, node_id: str, body: Any, principal: Principal) -> dict:
+async def edit(services: Services, loom_id: str, node_id: str, body: Any, principal: Principal,
+               wording: Wording) -> dict:
     loom, node = parse_id(loom_id, "loom"), parse_id(node_id, "node")
     new_text = parse_node_text(body)
-    return await _write(services, loom_changes.edit, loom, principal.user_id, node, new_text)
+    return await _write(services, loom_changes.edit, loom, principal.user_id, node, new_text, stop=wording.stop)
 
 
-async def split(services: Services, loom_id: str, node_id: str, body: Any, principal: Principal) -> dict:
+async def split(services: Services, loom_id: str, node_id: str, body: Any, principal: Principal,
+                wording: Wording) -> dict:
     loom, node = parse_id(loom_id, "loom"), parse_id(node_id, "node")
     offset, edited = parse_split(body)
-    return await _write(services, loom_changes.split, loom, principal.user_id, node, offset, edited)
+    return await _write(services, loom_changes.split, loom, principal.user_id, node, offset, edited,
+                        stop=wording.stop)
 
 
-async def sibling(services: Services, loom_id: str, node_id: str, body: Any, principal: Principal) -> dict:
+async def sibling(services: Services, loom_id: str, node_id: str, body: Any, principal: Principal,
+                  wording: Wording) -> dict:
     loom, node = parse_id(loom_id, "loom"), parse_id(node_id, "node")
     new_text = parse_node_text(body)
-    return await _write(services, loom_changes.add_sibling, loom, principal.user_id, node, new_text)
+    return await _write(services, loom_changes.add_sibling, loom, principal.user_id, node, new_text,
+                        stop=wording.stop, new_root=wording.new_root)
 
 
-async def new_root(services: Services, loom_id: str, body: Any, principal: Principal) -> dict:
+async def new_root(services: Services, loom_id: str, body: Any, principal: Principal, wording: Wording) -> dict:
     loom = parse_id(loom_id, "loom")
     new_text = parse_node_text(body)
-    return await _write(services, loom_changes.new_root, loom, principal.user_id, new_text)
+    return await _write(services, loom_changes.new_root, loom, principal.user_id, new_text, stop=wording.stop)
 
 
-async def delete_node(services: Services, loom_id: str, node_id: str, principal: Principal) -> dict:
+async def delete_node(services: Services, loom_id: str, node_id: str, principal: Principal,
+                      wording: Wording) -> dict:
     loom, node = parse_id(loom_id, "loom"), parse_id(node_id, "node")
-    return await _write(services, loom_changes.delete_node, loom, principal.user_id, node)
+    return await _write(services, loom_changes.delete_node, loom, principal.user_id, node,
+                        stop=wording.stop, delete_loom=wording.delete_loom)

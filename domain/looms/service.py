@@ -207,24 +207,24 @@ class LoomService:
     async def new_root(self, loom_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/root", body,
                                lambda: self._changed(loom_id, changes.new_root(
-                                   self.services, loom_id, body, principal)))
+                                   self.services, loom_id, body, principal, self.wording)))
 
     async def edit(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}", body,
                                lambda: self._changed(loom_id, changes.edit(
-                                   self.services, loom_id, node_id, body, principal)))
+                                   self.services, loom_id, node_id, body, principal, self.wording)))
 
     async def delete_node(self, loom_id: str, node_id: str, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"DELETE /v1/looms/{loom_id}/nodes/{node_id}", None,
                                lambda: self._changed(loom_id, changes.delete_node(
-                                   self.services, loom_id, node_id, principal)))
+                                   self.services, loom_id, node_id, principal, self.wording)))
 
     async def split(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}/split", body,
                                lambda: self._changed(loom_id, changes.split(
-                                   self.services, loom_id, node_id, body, principal)))
+                                   self.services, loom_id, node_id, body, principal, self.wording)))
 
     async def sibling(self, loom_id: str, node_id: str, body: Any, principal: Principal, key: str | None) -> Answer:
         return await self.once(principal, key, f"POST /v1/looms/{loom_id}/nodes/{node_id}/sibling", body,
                                lambda: self._changed(loom_id, changes.sibling(
-                                   self.services, loom_id, node_id, body, principal)))
+                                   self.services, loom_id, node_id, body, principal, self.wording)))

@@ -17,40 +17,45 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.errors import LoomConflict
 from ledger.work.looms import (
-    GROWING_LOOM, LoomTree, check_room, load, mark_deleted, read, touch,
+    STOP_ROUTE, LoomTree, check_room, growing_loom, load, mark_deleted, read, touch,
 )
 from ledger.work.tables import GROWING, Loom, LoomNode, NodeStatus
 
-CANCEL_OR_WAIT = "Stop the Branch with POST /v1/looms/{loom_id}/cancel, or wait until it ends."
+# The API's routes that a refusal names as the way past it, with {loom_id} to fill, as STOP_ROUTE;
+# a caller may name its own (the App names the Loom page's buttons: domain/looms/wording.py).
+NEW_ROOT_ROUTE = "POST /v1/looms/{loom_id}/root"
+DELETE_LOOM_ROUTE = "DELETE /v1/looms/{loom_id}"
+
+CANCEL_OR_WAIT = "Stop the Branch with {stop}, or wait until it ends."
 FAILED = ("This Node failed, so its text is what came before the failure: it takes no edit or split. "
           "Grow a Branch under its parent, or delete it.")
 NODE_GROWING = "This Node is {status}. " + CANCEL_OR_WAIT
 GROWING_BELOW = "A Node under this Node is queued or running. " + CANCEL_OR_WAIT
 GROWING_BESIDE = "A Node under this Node's parent is queued or running. " + CANCEL_OR_WAIT
 ROOT_SIBLING = ("A root has no sibling. Write a sibling of a Node under the root, or replace the tree "
-                "with POST /v1/looms/{loom_id}/root.")
-ROOT_DELETE = "This Node is a root of the Loom. Delete the Loom instead, with DELETE /v1/looms/{loom_id}."
+                "with {new_root}.")
+ROOT_DELETE = "This Node is a root of the Loom. Delete the Loom instead, with {delete_loom}."
 DELETE_GROWING = ("A Node to delete is queued or running. Delete it when its Branch ends, or stop the Branch "
-                  "with POST /v1/looms/{loom_id}/cancel.")
+                  "with {stop}.")
 
 
 # -- checks ------------------------------------------------------------------------------------------
 
 
-def _refuse_growing(tree: LoomTree, node: LoomNode, below: str) -> None:
+def _refuse_growing(tree: LoomTree, node: LoomNode, below: str, stop: str) -> None:
     """409 while the Node, or a Node under it, is queued or running."""
-    loom_id = tree.loom.id
+    stop = stop.format(loom_id=tree.loom.id)
     if node.status in GROWING:
-        raise LoomConflict(NODE_GROWING.format(status=node.status.value, loom_id=loom_id))
+        raise LoomConflict(NODE_GROWING.format(status=node.status.value, stop=stop))
     if tree.growing(tree.subtree(node.id)):
-        raise LoomConflict(below.format(loom_id=loom_id))
+        raise LoomConflict(below.format(stop=stop))
 
 
-def _refuse_rewrite(tree: LoomTree, node: LoomNode) -> None:
+def _refuse_rewrite(tree: LoomTree, node: LoomNode, stop: str) -> None:
     """An edit or a split: never of a failed Node, nor while its Branch or one under it grows."""
     if node.status == NodeStatus.failed:
         raise LoomConflict(FAILED)
-    _refuse_growing(tree, node, GROWING_BELOW)
+    _refuse_growing(tree, node, GROWING_BELOW, stop)
 
 
 async def _commit(session: AsyncSession, tree: LoomTree, now: datetime, *rows: LoomNode) -> LoomTree:
@@ -66,12 +71,12 @@ async def _commit(session: AsyncSession, tree: LoomTree, now: datetime, *rows: L
 
 
 async def edit(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, node_id: uuid.UUID,
-               text: str, now: datetime) -> LoomTree:
+               text: str, now: datetime, *, stop: str = STOP_ROUTE) -> LoomTree:
     """Rewrite the Node's text. Its log probabilities were of the old text, so they go; the
     Nodes under it keep their own text, and their paths' text changes with it."""
     tree = await load(session, loom_id, user_id, lock=True)
     node = tree.node(node_id)
-    _refuse_rewrite(tree, node)
+    _refuse_rewrite(tree, node, stop)
     if text == node.text:
         return await read(session, loom_id, user_id)  # the same text changes nothing, nor moves the Loom
     node.text, node.logprobs, node.text_modified = text, None, True
@@ -124,7 +129,7 @@ def _unseeded(request: str | None) -> str | None:
 
 
 async def split(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, node_id: uuid.UUID,
-                offset: int, text: str | None, now: datetime) -> LoomTree:
+                offset: int, text: str | None, now: datetime, *, stop: str = STOP_ROUTE) -> LoomTree:
     """Cut the Node at `offset` code points (past the end: at the end), or cut the edited `text`.
 
     The Node keeps the text before the cut; a new child gets the text after it and the Node's
@@ -133,7 +138,7 @@ async def split(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, n
     """
     tree = await load(session, loom_id, user_id, lock=True)
     node = tree.node(node_id)
-    _refuse_rewrite(tree, node)
+    _refuse_rewrite(tree, node, stop)
     check_room(tree, 1)
     whole = node.text if text is None else text
     cut = min(offset, len(whole))
@@ -162,15 +167,16 @@ async def split(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, n
 
 
 async def add_sibling(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, node_id: uuid.UUID,
-                      text: str, now: datetime) -> LoomTree:
+                      text: str, now: datetime, *, stop: str = STOP_ROUTE,
+                      new_root: str = NEW_ROOT_ROUTE) -> LoomTree:
     """A completed Node of your text under the Node's parent, after its last sibling."""
     tree = await load(session, loom_id, user_id, lock=True)
     node = tree.node(node_id)
     if node.parent_id is None:
-        raise LoomConflict(ROOT_SIBLING.format(loom_id=loom_id))
+        raise LoomConflict(ROOT_SIBLING.format(new_root=new_root.format(loom_id=loom_id)))
     parent = tree.node(node.parent_id)
     if tree.growing(row for row in tree.subtree(parent.id) if row.id != parent.id):
-        raise LoomConflict(GROWING_BESIDE.format(loom_id=loom_id))
+        raise LoomConflict(GROWING_BESIDE.format(stop=stop.format(loom_id=loom_id)))
     check_room(tree, 1)
     position = max(row.position for row in tree.children(parent.id)) + 1
     sibling = LoomNode(loom_id=loom_id, parent_id=parent.id, position=position, status=NodeStatus.completed,
@@ -179,11 +185,11 @@ async def add_sibling(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.U
 
 
 async def new_root(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, text: str,
-                   now: datetime) -> LoomTree:
+                   now: datetime, *, stop: str = STOP_ROUTE) -> LoomTree:
     """Replace the whole tree with one completed root, your text."""
     tree = await load(session, loom_id, user_id, lock=True)
     if tree.growing():
-        raise LoomConflict(GROWING_LOOM.format(loom_id=loom_id))
+        raise LoomConflict(growing_loom(loom_id, stop))
     await mark_deleted(session, tree.nodes, now)
     root = LoomNode(loom_id=loom_id, parent_id=None, position=0, status=NodeStatus.completed, text=text,
                     created_at=now)
@@ -194,15 +200,15 @@ async def new_root(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID
 
 
 async def delete_node(session: AsyncSession, loom_id: uuid.UUID, user_id: uuid.UUID, node_id: uuid.UUID,
-                      now: datetime) -> LoomTree:
+                      now: datetime, *, stop: str = STOP_ROUTE, delete_loom: str = DELETE_LOOM_ROUTE) -> LoomTree:
     """Delete the Node and every Node under it; they are gone at once."""
     tree = await load(session, loom_id, user_id, lock=True)
     node = tree.node(node_id)
     if node.parent_id is None:
-        raise LoomConflict(ROOT_DELETE.format(loom_id=loom_id))
+        raise LoomConflict(ROOT_DELETE.format(delete_loom=delete_loom.format(loom_id=loom_id)))
     gone = tree.subtree(node_id)
     if tree.growing(gone):
-        raise LoomConflict(DELETE_GROWING.format(loom_id=loom_id))
+        raise LoomConflict(DELETE_GROWING.format(stop=stop.format(loom_id=loom_id)))
     await mark_deleted(session, gone, now)
     return await _commit(session, tree, now)
 

@@ -40,8 +40,6 @@ FULL_NONE = "This Loom has {cap} Nodes, the most that a Loom holds, so no more f
 # route, unless the caller names its own (the App names its Stop button: domain/looms/wording.py).
 STOP_ROUTE = "POST /v1/looms/{loom_id}/cancel"
 STOP_OR_WAIT = "A Node of this Loom is queued or running. Stop the Branch with {stop}, or wait until it ends."
-# In the API's words, with {loom_id} to fill, as ledger/work/loom_changes.py formats it.
-GROWING_LOOM = STOP_OR_WAIT.format(stop=STOP_ROUTE)
 
 
 @dataclass

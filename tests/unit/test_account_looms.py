@@ -172,8 +172,6 @@ REFUSED = [
     ("POST", "/{loom}/nodes/{node}", {"text": 3}),
     ("POST", "/{loom}/nodes/{node}/split", {"offset": -1}),
     ("POST", "/{loom}/nodes/{node}/split", {"offset": "1"}),
-    ("POST", "/{loom}/nodes/{node}/sibling", {"text": "x"}),
-    ("DELETE", "/{loom}/nodes/{node}", None),
     ("POST", "/import", {}),
     ("POST", "/import", {"version": 2, "nodes": []}),
     ("POST", "/import", {"nodes": [{"id": "a", "text": "x", "status": "grown"}]}),
@@ -405,6 +403,25 @@ async def test_the_tree_edits_in_the_app_change_the_loom_as_the_api_reads_it(app
 GROWING_LOOM = "A Node of this Loom is queued or running. Stop the Branch with {stop}, or wait until it ends."
 NO_BRANCH_YET = ("This Node is queued, so it takes no Branch yet. Branch only under a completed or cancelled "
                  "Node: wait until it ends, or stop it with {stop}.")
+STOP_OR_WAIT = "Stop the Branch with {stop}, or wait until it ends."
+# Each a request refused while a Branch under the root is queued; `{root}`, `{queued}` the Nodes.
+# The message with {stop}, {new_root} and {delete_loom} to fill: the App's buttons, or the API's routes.
+REFUSED_WHILE_IT_GROWS = [
+    ("DELETE", "", None, GROWING_LOOM),
+    ("POST", "/nodes/{queued}/branch", BRANCH, NO_BRANCH_YET),
+    ("POST", "/root", {"text": "x"}, GROWING_LOOM),
+    ("POST", "/nodes/{root}", {"text": "x"}, "A Node under this Node is queued or running. " + STOP_OR_WAIT),
+    ("POST", "/nodes/{root}/split", {"offset": 1}, "A Node under this Node is queued or running. " + STOP_OR_WAIT),
+    ("POST", "/nodes/{queued}", {"text": "x"}, "This Node is queued. " + STOP_OR_WAIT),
+    ("POST", "/nodes/{queued}/split", {"offset": 0}, "This Node is queued. " + STOP_OR_WAIT),
+    ("POST", "/nodes/{queued}/sibling", {"text": "x"},
+     "A Node under this Node's parent is queued or running. " + STOP_OR_WAIT),
+    ("DELETE", "/nodes/{queued}", None,
+     "A Node to delete is queued or running. Delete it when its Branch ends, or stop the Branch with {stop}."),
+    ("POST", "/nodes/{root}/sibling", {"text": "x"},
+     "A root has no sibling. Write a sibling of a Node under the root, or replace the tree with {new_root}."),
+    ("DELETE", "/nodes/{root}", None, "This Node is a root of the Loom. Delete the Loom instead, with {delete_loom}."),
+]
 
 
 async def refused_in_both(app_looms: AppLooms, method: str, path: str, body: Any) -> tuple[str, str]:
@@ -418,17 +435,17 @@ async def refused_in_both(app_looms: AppLooms, method: str, path: str, body: Any
     return app_error["message"], api_error["message"]
 
 
-async def test_a_change_while_a_branch_grows_names_the_stop_button_in_the_app_and_the_route_on_v1(
-        app_looms: AppLooms) -> None:
+@pytest.mark.parametrize("method,path,body,message", REFUSED_WHILE_IT_GROWS, ids=lambda value: repr(value)[:40])
+async def test_a_refusal_names_the_loom_pages_button_in_the_app_and_the_route_on_v1(
+        app_looms: AppLooms, method: str, path: str, body: Any, message: str) -> None:
     loom = await app_looms.make()
     queued, _ = await app_looms.branch(loom)  # no Runner runs them: they stay queued
     before = await app_looms.read(loom["id"])
-    route = f"POST /v1/looms/{loom['id']}/cancel"
-    assert await refused_in_both(app_looms, "DELETE", f"/{loom['id']}", None) == (
-        GROWING_LOOM.format(stop="Stop"), GROWING_LOOM.format(stop=route))
-    branch = f"/{loom['id']}/nodes/{queued['id']}/branch"
-    assert await refused_in_both(app_looms, "POST", branch, BRANCH) == (
-        NO_BRANCH_YET.format(stop="Stop"), NO_BRANCH_YET.format(stop=route))
+    path = f"/{loom['id']}" + path.format(root=loom["nodes"][0]["id"], queued=queued["id"])
+    assert await refused_in_both(app_looms, method, path, body) == (
+        message.format(stop="Stop", new_root="New root", delete_loom="Delete Loom"),
+        message.format(stop=f"POST /v1/looms/{loom['id']}/cancel", new_root=f"POST /v1/looms/{loom['id']}/root",
+                       delete_loom=f"DELETE /v1/looms/{loom['id']}"))
     assert await app_looms.read(loom["id"]) == before  # nothing changed
 
 

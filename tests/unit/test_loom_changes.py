@@ -13,7 +13,6 @@ import pytest
 from sqlmodel import select
 
 from ledger.work import loom_changes as changes
-from ledger.work.looms import GROWING_LOOM
 from ledger.work.tables import LoomNode, NodeStatus
 from tests.accounts import another_key
 from tests.spec import assert_error, validate
@@ -114,6 +113,11 @@ def conflict(r: Any, message: str) -> None:
                  headers={"x-should-retry": "false"})
 
 
+def stop_or_wait(loom: dict) -> str:
+    """How the API's 409s tell you to stop a growing Branch: its route (the App names its button)."""
+    return f"Stop the Branch with POST /v1/looms/{loom['id']}/cancel, or wait until it ends."
+
+
 # -- edit ----------------------------------------------------------------------------------------------
 
 
@@ -180,12 +184,12 @@ async def test_an_edit_or_a_split_of_a_failed_node_gets_409(trees: Trees) -> Non
 async def test_an_edit_or_a_split_while_a_node_under_it_grows_gets_409(trees: Trees, status: NodeStatus) -> None:
     loom, crying, colour = await trees.guide_loom()
     growing = await trees.add(loom, await trees.add(loom, crying, " and"), "", status, request=REQUEST)
-    message = changes.GROWING_BELOW.format(loom_id=loom["id"])
+    message = f"A Node under this Node is queued or running. {stop_or_wait(loom)}"
     for path, body in (("", {"text": "x"}), ("/split", {"offset": 1})):
         conflict(await trees.call("POST", f"/{loom['id']}/nodes/{crying}{path}", body), message)
         # The growing Node itself: 409 too.
         conflict(await trees.call("POST", f"/{loom['id']}/nodes/{growing}{path}", body),
-                 changes.NODE_GROWING.format(status=status.value, loom_id=loom["id"]))
+                 f"This Node is {status.value}. {stop_or_wait(loom)}")
     # A Node that grows elsewhere in the Loom touches no other Node's edit.
     after = await trees.ok("POST", f"/{loom['id']}/nodes/{colour}", {"text": " the color"})
     assert by_id(after)[colour]["text"] == " the color" and by_id(after)[crying]["text"] == " crying,"
@@ -306,7 +310,7 @@ async def test_a_split_of_a_node_that_grows_gets_409(trees: Trees, status: NodeS
     loom = await trees.make()
     growing = await trees.add(loom, loom["nodes"][0]["id"], " bl", status, request=REQUEST)
     conflict(await trees.call("POST", f"/{loom['id']}/nodes/{growing}/split", {"offset": 1}),
-             changes.NODE_GROWING.format(status=status.value, loom_id=loom["id"]))
+             f"This Node is {status.value}. {stop_or_wait(loom)}")
 
 
 # -- sibling -------------------------------------------------------------------------------------------
@@ -327,7 +331,8 @@ async def test_a_sibling_comes_after_the_last_sibling_completed_and_without_requ
 async def test_a_sibling_of_the_root_gets_409(trees: Trees) -> None:
     loom = await trees.make()
     conflict(await trees.call("POST", f"/{loom['id']}/nodes/{loom['nodes'][0]['id']}/sibling", {"text": "x"}),
-             changes.ROOT_SIBLING.format(loom_id=loom["id"]))
+             "A root has no sibling. Write a sibling of a Node under the root, or replace the tree with "
+             f"POST /v1/looms/{loom['id']}/root.")
 
 
 @pytest.mark.parametrize("status", GROWING)
@@ -335,7 +340,7 @@ async def test_a_sibling_while_a_node_under_the_parent_grows_gets_409(trees: Tre
     loom, crying, colour = await trees.guide_loom()
     await trees.add(loom, colour, "", status, request=REQUEST)
     conflict(await trees.call("POST", f"/{loom['id']}/nodes/{crying}/sibling", {"text": "x"}),
-             changes.GROWING_BESIDE.format(loom_id=loom["id"]))
+             f"A Node under this Node's parent is queued or running. {stop_or_wait(loom)}")
     # Under another parent, the sibling is written.
     under = await trees.add(loom, crying, " and")
     assert (await trees.ok("POST", f"/{loom['id']}/nodes/{under}/sibling", {"text": " but"}))["nodes"]
@@ -362,7 +367,8 @@ async def test_a_new_root_while_any_node_of_the_loom_grows_gets_409(trees: Trees
     loom, crying, _ = await trees.guide_loom()
     await trees.add(loom, crying, "", status, request=REQUEST)
     before = await trees.read(loom)
-    conflict(await trees.call("POST", f"/{loom['id']}/root", {"text": "x"}), GROWING_LOOM.format(loom_id=loom["id"]))
+    conflict(await trees.call("POST", f"/{loom['id']}/root", {"text": "x"}),
+             f"A Node of this Loom is queued or running. {stop_or_wait(loom)}")
     assert await trees.read(loom) == before
 
 
@@ -393,14 +399,15 @@ async def test_the_guides_delete_answers_the_loom_without_them(trees: Trees) -> 
 async def test_a_delete_of_the_root_gets_409(trees: Trees) -> None:
     loom = await trees.make()
     conflict(await trees.call("DELETE", f"/{loom['id']}/nodes/{loom['nodes'][0]['id']}"),
-             changes.ROOT_DELETE.format(loom_id=loom["id"]))
+             f"This Node is a root of the Loom. Delete the Loom instead, with DELETE /v1/looms/{loom['id']}.")
 
 
 @pytest.mark.parametrize("status", GROWING)
 async def test_a_delete_while_a_node_to_delete_grows_gets_409(trees: Trees, status: NodeStatus) -> None:
     loom, crying, colour = await trees.guide_loom()
     growing = await trees.add(loom, await trees.add(loom, crying, " and"), "", status, request=REQUEST)
-    message = changes.DELETE_GROWING.format(loom_id=loom["id"])
+    message = ("A Node to delete is queued or running. Delete it when its Branch ends, or stop the Branch "
+               f"with POST /v1/looms/{loom['id']}/cancel.")
     for node_id in (crying, growing):
         conflict(await trees.call("DELETE", f"/{loom['id']}/nodes/{node_id}"), message)
     # A Node beside it is deleted.
