@@ -1,0 +1,140 @@
+"""The Loom page's states in a real browser (spec: "Use the Loom page", "Branch under a Node"): a
+Loom opens with its last Branch's settings, Seed blank, and Top logprobs shown at 5 when that Branch
+asked for none.
+
+Each Loom is made through the App's own routes (the same bodies as /v1/looms); another client is a
+second browser of the same User. The page is found by the spec's names alone; each page is shot at
+1280 and 390 px and checked by axe-core (conftest.py)."""
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from playwright.sync_api import expect
+
+from tests.browser.conftest import WIDTHS, App, UI, User
+from tests.browser.page_calls import ok
+
+GROW_MS = 120_000
+# What another client's change may take to reach an open page: the list's poll (every 3 s), and for a
+# change in a second that the page already knew, the read a second after it learned that second.
+REACH_MS = 10_000
+GONE = "None of your Looms has this id. It may have been deleted."
+
+
+def button(scope: Any, name: str) -> Any:
+    return scope.get_by_role("button", name=name, exact=True)
+
+
+def rows(page: Any) -> Any:
+    return page.get_by_role("tree", name="Tree").get_by_role("treeitem")
+
+
+def row(page: Any, text: str) -> Any:
+    """The tree's row of the Node whose text starts with `text`."""
+    return rows(page).filter(has=page.locator(".tree-text", has_text=re.compile(r"^\s*" + re.escape(text.strip()))))
+
+
+def selected(page: Any) -> Any:
+    return page.locator("[role=treeitem][aria-selected=true] .tree-text")
+
+
+def field(page: Any, label: str) -> Any:
+    return page.get_by_label(label, exact=True)
+
+
+def wait_no_growing(page: Any) -> None:
+    expect(page.locator(".tree-row .badge-run-queued, .tree-row .badge-run-running")).to_have_count(0, timeout=GROW_MS)
+
+
+def signed_in(app: App, ui: UI, tag: str) -> User:
+    user = app.approved_user(tag)
+    ui.first_sign_in(user)
+    return user
+
+
+def another_browser(new_ui: Any, user: User) -> UI:
+    """A second browser of the same User: another client of the same Looms."""
+    other: UI = new_ui()
+    other.open("sign-in")
+    other.sign_in(user)
+    expect(other.page).not_to_have_url(re.compile(r"sign-in"))
+    return other
+
+
+def branch(page: Any, loom: dict, parent: str, body: dict) -> list[dict]:
+    """A Branch under the Node `parent` (an id), as the App's route takes it; its Nodes."""
+    return ok(page, "POST", f"account/looms/{loom['id']}/nodes/{parent}/branch", body)["data"]
+
+
+def ended(page: Any, loom_id: str) -> dict:
+    """The Loom once no Node of it grows."""
+    deadline = time.monotonic() + GROW_MS / 1000
+    while True:
+        loom = ok(page, "GET", f"account/looms/{loom_id}")
+        if not [node for node in loom["nodes"] if node["status"] in ("queued", "running")]:
+            return loom
+        assert time.monotonic() < deadline, loom
+        time.sleep(0.25)
+
+
+def axe_findings(ui: UI) -> list[dict]:
+    """axe-core's findings of every impact, moderate and minor too, at each width (the page as it is)."""
+    page = ui.page
+    found = []
+    for width_name, (width, height) in WIDTHS.items():
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(150)
+        for violation in page.evaluate("""async () => {
+            const result = await axe.run(document, {resultTypes: ["violations"]});
+            return result.violations.map(v => ({id: v.id, impact: v.impact,
+                nodes: v.nodes.map(n => n.target.join(" ")).slice(0, 5)}));
+        }"""):
+            found.append({"width": width_name, **violation})
+    page.set_viewport_size(dict(zip(("width", "height"), WIDTHS["desktop"])))
+    return found
+
+
+# -- A Loom opens with its last Branch's settings ------------------------------------------------------
+
+def test_a_loom_opens_with_its_last_branchs_settings(app: App, new_ui: Any) -> None:
+    ui: UI = new_ui()
+    page = ui.page
+    signed_in(app, ui, "loomlast")
+    # A Branch that asked for no log probabilities, with a seed and settings apart from the defaults.
+    plain = ok(page, "POST", "account/looms", {"prompt": "The sky is"})
+    branch(page, plain, plain["nodes"][0]["id"], {
+        "model": "tiny-llama", "n": 3, "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 5,
+        "seed": 42, "stop": ["\n", "."]})
+    ended(page, plain["id"])
+    ui.open(f"loom?loom={plain['id']}")
+    expect(rows(page)).to_have_count(4)
+    expect(field(page, "Model")).to_have_value("tiny-llama")
+    expect(field(page, "Branches")).to_have_value("3")
+    expect(field(page, "Max tokens")).to_have_value("7")
+    expect(field(page, "Temperature")).to_have_value("0.5")
+    expect(field(page, "Top p")).to_have_value("0.9")
+    expect(field(page, "Top k")).to_have_value("5")
+    expect(field(page, "Stop")).to_have_value("\\n\n.")  # one text a line, a line break as \n
+    expect(field(page, "Seed")).to_have_value("")  # a new random seed for the next Branch
+    expect(field(page, "Top logprobs shown")).to_have_value("5")  # for the heatmap
+    ui.shoot("loom-last-branch")
+
+    # A last Branch that asked for 2 opens with 2, and its own Branches; Seed blank again.
+    asked = ok(page, "POST", "account/looms", {"prompt": "The sea is"})
+    branch(page, asked, asked["nodes"][0]["id"], {"model": "tiny-llama", "n": 2, "max_tokens": 4, "logprobs": 2,
+                                                  "seed": 7})
+    ended(page, asked["id"])
+    ui.open(f"loom?loom={asked['id']}")
+    expect(rows(page)).to_have_count(3)
+    expect(field(page, "Top logprobs shown")).to_have_value("2")
+    expect(field(page, "Branches")).to_have_value("2")
+    expect(field(page, "Max tokens")).to_have_value("4")
+    expect(field(page, "Temperature")).to_have_value("1")
+    expect(field(page, "Seed")).to_have_value("")
+    # The first Loom again, in the same page: its own settings come back.
+    page.get_by_role("region", name="Your Looms").locator(".looms-open", has_text="The sky is").click()
+    expect(field(page, "Branches")).to_have_value("3")
+    expect(field(page, "Top logprobs shown")).to_have_value("5")
+    ui.check()
