@@ -1,6 +1,6 @@
 """The Loom page's states in a real browser (spec: "Use the Loom page", "Branch under a Node"): a
 Loom opens with its last Branch's settings, Seed blank, and Top logprobs shown at 5 when that Branch
-asked for none.
+asked for none; a Node that failed shows why under the text that it had.
 
 Each Loom is made through the App's own routes (the same bodies as /v1/looms); another client is a
 second browser of the same User. The page is found by the spec's names alone; each page is shot at
@@ -137,4 +137,43 @@ def test_a_loom_opens_with_its_last_branchs_settings(app: App, new_ui: Any) -> N
     page.get_by_role("region", name="Your Looms").locator(".looms-open", has_text="The sky is").click()
     expect(field(page, "Branches")).to_have_value("3")
     expect(field(page, "Top logprobs shown")).to_have_value("5")
+    ui.check()
+
+
+# -- A failed Node says why ----------------------------------------------------------------------------
+
+def test_a_failed_node_shows_why_under_its_text(app: App, new_ui: Any) -> None:
+    """A path longer than the model's context (the test model holds 2,048 tokens) is no refusal when
+    the Branch is made: its Node fails when it runs (spec: "Read a failed Node")."""
+    ui: UI = new_ui()
+    page = ui.page
+    signed_in(app, ui, "loomfail")
+    prompt = "The" + " the" * 2100
+    loom = ok(page, "POST", "account/looms", {"prompt": prompt})
+    (made,) = branch(page, loom, loom["nodes"][0]["id"], {"model": "tiny-llama", "n": 1, "max_tokens": 16})
+    failed = next(node for node in ended(page, loom["id"])["nodes"] if node["id"] == made["id"])
+    assert failed["status"] == "failed", failed
+    assert failed["error"]["code"] == "context_length_exceeded", failed
+    message = failed["error"]["message"]
+    assert message
+
+    ui.open(f"loom?loom={loom['id']}")
+    expect(rows(page)).to_have_count(2)
+    rows(page).nth(1).click()
+    text = page.get_by_role("region", name="Text")
+    expect(text.locator(".badge")).to_have_text("Failed")
+    # Why, under the text that the Node had (none here: the path before it, in gray).
+    reason = text.get_by_role("alert")
+    expect(reason).to_have_text(message)
+    assert page.evaluate("""() => {
+        const path = document.querySelector('.loom-path');
+        const why = document.querySelector('.loom-text [role=alert]');
+        return Boolean(path.compareDocumentPosition(why) & Node.DOCUMENT_POSITION_FOLLOWING);
+    }""")
+    expect(text.locator(".path-earlier")).to_have_text(prompt)
+    # A failed Node takes no Branch; the note says what works.
+    expect(button(page, "Branch")).to_be_disabled()
+    expect(page.locator(".branch-note")).to_have_text(
+        "Branch works under a Node that completed or that you stopped. This Node failed.")
+    ui.shoot("loom-failed-node")
     ui.check()
