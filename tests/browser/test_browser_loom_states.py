@@ -1,6 +1,7 @@
 """The Loom page's states in a real browser (spec: "Use the Loom page", "Branch under a Node"): a
 Loom opens with its last Branch's settings, Seed blank, and Top logprobs shown at 5 when that Branch
-asked for none; a Node that failed shows why under the text that it had.
+asked for none; a Node that failed shows why under the text that it had; the likeliest tokens of a
+token keep the page's heading order (axe-core, every impact, at 1280 and 390 px).
 
 Each Loom is made through the App's own routes (the same bodies as /v1/looms); another client is a
 second browser of the same User. The page is found by the spec's names alone; each page is shot at
@@ -176,4 +177,29 @@ def test_a_failed_node_shows_why_under_its_text(app: App, new_ui: Any) -> None:
     expect(page.locator(".branch-note")).to_have_text(
         "Branch works under a Node that completed or that you stopped. This Node failed.")
     ui.shoot("loom-failed-node")
+    ui.check()
+
+
+# -- The likeliest tokens keep the heading order -------------------------------------------------------
+
+def test_the_likeliest_tokens_keep_the_heading_order(app: App, new_ui: Any) -> None:
+    ui: UI = new_ui()
+    page = ui.page
+    signed_in(app, ui, "loomalt")
+    loom = ok(page, "POST", "account/looms", {"prompt": "The sky is"})
+    branch(page, loom, loom["nodes"][0]["id"], {"model": "tiny-llama", "n": 1, "max_tokens": 4, "logprobs": 3})
+    ended(page, loom["id"])
+    ui.open(f"loom?loom={loom['id']}")
+    rows(page).nth(1).click()
+    text = page.get_by_role("region", name="Text")
+    text.locator(".tok").first.click()
+    box = page.get_by_role("region", name="The likeliest tokens at token 1")
+    expect(box).to_be_visible()
+    expect(box.get_by_role("heading", name="The likeliest tokens at token 1", level=3)).to_be_visible()
+    expect(box.locator(".alt")).not_to_have_count(0)
+    ui.shoot("loom-likeliest")  # axe-core's serious findings, and the pictures
+    # Every finding, not only the serious ones: the box's heading comes in the page's order.
+    assert axe_findings(ui) == []
+    button(box, "Close").click()
+    expect(box).to_have_count(0)
     ui.check()
