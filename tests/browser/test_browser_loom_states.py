@@ -1,7 +1,9 @@
 """The Loom page's states in a real browser (spec: "Use the Loom page", "Branch under a Node"): a
 Loom opens with its last Branch's settings, Seed blank, and Top logprobs shown at 5 when that Branch
 asked for none; a Node that failed shows why under the text that it had; the likeliest tokens of a
-token keep the page's heading order (axe-core, every impact, at 1280 and 390 px).
+token keep the page's heading order (axe-core, every impact, at 1280 and 390 px); a Node or a whole
+Loom that another client deletes leaves the open page within a few seconds, also while the page
+follows a growing Branch, and also when the delete falls in the same second as the page's own change.
 
 Each Loom is made through the App's own routes (the same bodies as /v1/looms); another client is a
 second browser of the same User. The page is found by the spec's names alone; each page is shot at
@@ -202,4 +204,85 @@ def test_the_likeliest_tokens_keep_the_heading_order(app: App, new_ui: Any) -> N
     assert axe_findings(ui) == []
     button(box, "Close").click()
     expect(box).to_have_count(0)
+    ui.check()
+
+
+# -- Another client's delete reaches the open page -----------------------------------------------------
+
+def make_tree(page: Any) -> dict:
+    """"The sky is" with the children " blue today", " green", " red", " gray" and " pink" (a split
+    and siblings: no model); the Loom as read."""
+    loom = ok(page, "POST", "account/looms", {"prompt": "The sky is blue today"})
+    root = loom["nodes"][0]
+    loom = ok(page, "POST", f"account/looms/{loom['id']}/nodes/{root['id']}/split", {"offset": 10})
+    child = next(node for node in loom["nodes"] if node["parent_id"] == root["id"])
+    for text in (" green", " red", " gray", " pink"):
+        loom = ok(page, "POST", f"account/looms/{loom['id']}/nodes/{child['id']}/sibling", {"text": text})
+    return loom
+
+
+def node_id(loom: dict, text: str) -> str:
+    return next(node["id"] for node in loom["nodes"] if node["text"] == text)
+
+
+def test_a_delete_by_another_client_reaches_the_open_page(app: App, new_ui: Any) -> None:
+    ui: UI = new_ui()
+    page = ui.page
+    user = signed_in(app, ui, "loomgone")
+    loom = make_tree(page)
+    other = another_browser(new_ui, user)
+    gone = lambda text: ok(other.page, "DELETE", f"account/looms/{loom['id']}/nodes/{node_id(loom, text)}")  # noqa: E731
+    ui.open(f"loom?loom={loom['id']}")
+    expect(rows(page)).to_have_count(6)
+
+    # The Node that the page reads goes: the page drops it and reads its parent.
+    row(page, " green").click()
+    expect(selected(page)).to_have_text(re.compile(r"^\s*green"))
+    gone(" green")
+    expect(rows(page)).to_have_count(5, timeout=REACH_MS)
+    expect(row(page, " green")).to_have_count(0)
+    expect(selected(page)).to_have_text("The sky is")
+    expect(page.locator(".loom-path")).to_have_text("The sky is")
+
+    # While a Branch grows (the page follows its stream, which never sends a Node that goes).
+    row(page, " blue today").click()
+    field(page, "Branches").fill("8")
+    field(page, "Max tokens").fill("1000")
+    button(page, "Branch").click()
+    expect(rows(page)).to_have_count(13)
+    expect(button(page, "Stop")).to_be_visible()
+    gone(" red")
+    expect(row(page, " red")).to_have_count(0, timeout=REACH_MS)
+    expect(rows(page)).to_have_count(12)
+    assert page.locator(".tree-row .badge-run-running, .tree-row .badge-run-queued").count() > 0, \
+        "the Branch ended before the delete: the page did not follow a stream"
+    ui.shoot("loom-deleted-elsewhere")
+    button(page, "Stop").click()
+    wait_no_growing(page)
+
+    # In the same second as the page's own change (an edit of the root), which tells the page that
+    # second: a read a second later finds the delete.
+    same_second = False
+    for text in (" gray", " pink"):
+        rows(page).first.click()
+        button(page, "Edit").click()
+        edit = page.get_by_role("dialog", name="Edit this Node")
+        edit.get_by_label("Text", exact=True).fill(f"The sky, then{text},")
+        time.sleep(1 - time.time() % 1)  # the start of a second, so that both fall in it
+        began = time.time()
+        button(edit, "Save").click()
+        expect(edit).to_have_count(0)
+        gone(text)
+        same_second = int(began) == int(time.time())
+        expect(row(page, text)).to_have_count(0, timeout=REACH_MS)
+        if same_second:
+            break
+    assert same_second, "neither delete fell in the second of the page's edit"
+
+    # The whole Loom goes: the page says so, and Your Looms drops it.
+    ok(other.page, "DELETE", f"account/looms/{loom['id']}")
+    expect(page.get_by_role("alert")).to_have_text(GONE, timeout=REACH_MS)
+    expect(page.get_by_role("region", name="Your Looms").locator(".looms-open")).to_have_count(0)
+    ui.shoot("loom-gone-elsewhere")
+    other.check()
     ui.check()

@@ -5,9 +5,14 @@
 // export and import; Copy text and Path as text.
 //
 // The Nodes live in one Nodes map (loom/nodes.js): a stream's event changes one Node of it, so a
-// Loom of 2,000 Nodes is never read again whole while it grows. A change that another client made
-// while no stream was open shows in the list's `updated_at`, read every few seconds: the page then
-// reads the Loom once and follows it again.
+// Loom of 2,000 Nodes is not read again whole for each token that it grows. A change of the tree
+// (a Branch, an edit, a delete of a Node, here or by another client) shows in the list's
+// `updated_at`, read every few seconds: the page then reads the Loom once, and follows it again
+// while a Node grows. A stream sends the Nodes that change, never a Node that goes, so another
+// client's delete reaches the page this way alone, also while a stream is open. `updated_at`
+// counts whole seconds, so a change in the second that the page knows leaves it as it was: one more
+// read, a second after the page learned that second, sees each change of it. The open Loom gone
+// from the list is read once: a 404 says that another client deleted it.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { useCopy } from "../components/copy.js";
@@ -30,6 +35,7 @@ const LIST_EVERY_MS = 3000;
 const STATUS_EVERY_MS = 5000;
 const VIEW = "acs-loom-view";
 const EXPAND_ALL_UP_TO = 300; // a Loom this small opens with every Node's children in view
+const SAME_SECOND_MS = 1200; // a read this long after the page learned an `updated_at` sees all of its second
 
 function loomAddress(id) {
   return id ? `loom?loom=${encodeURIComponent(id)}` : "loom";
@@ -77,6 +83,8 @@ export default function LoomPage({ route }) {
   const [copy, copyDialog, copyStatus] = useCopy();
   const follower = useRef(null); // {id, end} of the open stream
   const stamp = useRef(0); // the open Loom's updated_at, as far as this page knows it
+  const stampAt = useRef(0); // when the page learned it (Date.now()); 0 once a read made a second later saw it
+  const listed = useRef(false); // whether the open Loom was in the last list that the page read
   const frame = useRef(0);
   const openRef = useRef(openId);
   openRef.current = openId;
@@ -148,7 +156,12 @@ export default function LoomPage({ route }) {
       const loom = await readLoom(id);
       if (openRef.current !== id) return;
       show(loom, { first });
-      if (nodesRef.current.growing.size) follow(id);
+      if (nodesRef.current.growing.size) {
+        // A stream still open may have brought Nodes newer than this read, which the read has just
+        // replaced: a new stream starts with every Node as it is now.
+        if (follower.current) stopFollowing();
+        follow(id);
+      }
     } catch (failure) {
       if (openRef.current !== id) return;
       if (failure.status === 404) setMissing(id);
@@ -158,11 +171,18 @@ export default function LoomPage({ route }) {
 
   /** A whole Loom (a read, a change's answer) replaces the page's Nodes. */
   function show(loom, { first = false } = {}) {
+    const before = nodesRef.current;
     const store = new Nodes(loom.nodes);
     nodesRef.current = store;
     setMeta({ id: loom.id, title: loom.title, pinned: loom.pinned });
     setMissing(null);
-    setSelectedId((old) => (!first && old && store.get(old) ? old : store.roots[0] || null));
+    setSelectedId((old) => {
+      if (first || !old) return store.roots[0] || null;
+      if (store.get(old)) return old;
+      // The Node read was deleted (by another client): read the nearest Node above it that is left.
+      const left = before.path(old).reverse().find((node) => store.get(node.id));
+      return left ? left.id : store.roots[0] || null;
+    });
     if (first) {
       // A Loom opens with the settings of its last Branch, which the App's read adds.
       const last = loom.last_branch && loom.last_branch.last_generation_config
@@ -208,6 +228,8 @@ export default function LoomPage({ route }) {
     setSelectedId(null);
     const known = (looms || []).find((loom) => loom.id === openId);
     stamp.current = known ? known.updated_at : 0;
+    stampAt.current = Date.now();
+    listed.current = Boolean(known);
     refresh(openId, { first: true });
   }, [openId]);
 
@@ -219,20 +241,38 @@ export default function LoomPage({ route }) {
     startingModel(models).then((id) => setSettings((old) => (old.model ? old : { ...old, model: id })));
   }, [models]);
 
+  /** The open Loom's `updated_at` as a list showed it: whether it is newer than the page knew. */
+  function learn(updatedAt) {
+    if (updatedAt <= stamp.current) return false;
+    stamp.current = updatedAt;
+    stampAt.current = Date.now();
+    return true;
+  }
+
   // The list, every few seconds: Your Looms, and another client's change of the open Loom.
   useEffect(() => {
     const timer = setInterval(async () => {
       if (document.hidden) return;
       const list = await loadList();
       const id = openRef.current;
-      const entry = list && id ? list.find((loom) => loom.id === id) : null;
-      if (!entry) return;
+      if (!list || !id) return;
+      const entry = list.find((loom) => loom.id === id);
+      if (!entry) {
+        // Gone from the list: deleted elsewhere (a read answers 404), or past the newest 100.
+        if (listed.current) refresh(id);
+        listed.current = false;
+        return;
+      }
+      listed.current = true;
       setMeta((old) => (old && old.id === id && (old.title !== entry.title || old.pinned !== entry.pinned)
         ? { ...old, title: entry.title, pinned: entry.pinned } : old));
-      if (entry.updated_at > stamp.current) {
-        const first = stamp.current === 0;
-        stamp.current = entry.updated_at;
-        if (!first && !follower.current) refresh(id);
+      const first = stamp.current === 0;
+      if (learn(entry.updated_at)) {
+        if (!first) refresh(id);
+      } else if (stampAt.current && Date.now() - stampAt.current >= SAME_SECOND_MS) {
+        // Once, a second later: a change in the second that the page knows.
+        stampAt.current = 0;
+        refresh(id);
       }
     }, LIST_EVERY_MS);
     return () => clearInterval(timer);
@@ -297,7 +337,8 @@ export default function LoomPage({ route }) {
     const list = await loadList();
     const entry = list ? list.find((loom) => loom.id === id) : null;
     if (!entry || openRef.current !== id) return;
-    stamp.current = Math.max(stamp.current, entry.updated_at);
+    // This page's own change may share its second with another client's: that read a second later.
+    if (!learn(entry.updated_at)) stampAt.current = Date.now();
     setMeta((old) => (old && old.id === id ? { ...old, title: entry.title, pinned: entry.pinned } : old));
   }
 
