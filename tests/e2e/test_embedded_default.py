@@ -64,13 +64,16 @@ class Platform:
         return found
 
     def engine_cores(self, replica: psutil.Process) -> list[psutil.Process]:
-        """vLLM's EngineCore among a replica's processes: vLLM titles it VLLM::EngineCore where
-        setproctitle works, and it is multiprocessing's spawned child either way (`spawn_main`);
-        the resource tracker beside it is neither. A CI run once found it untitled while it served."""
+        """vLLM's EngineCore among a replica's processes: vLLM titles it VLLM::EngineCore (its
+        name, and its command line where setproctitle rewrites argv), and before that, or where
+        setproctitle finds no argv, it is multiprocessing's spawned child (`spawn_main`); the
+        resource tracker beside it is neither. A CI run once found its name 'python' while it served."""
         found = []
         for child in replica.children(recursive=True):
             with contextlib.suppress(psutil.NoSuchProcess):
-                if child.name().startswith("VLLM::EngineCor") or "spawn_main" in " ".join(child.cmdline()):
+                command = " ".join(child.cmdline())
+                if child.name().startswith("VLLM::EngineCor") or command.startswith("VLLM::EngineCore") \
+                        or "spawn_main" in command:
                     found.append(child)
         return found
 
