@@ -2,12 +2,14 @@
 paint after Fit, and a pan's frames.
 
     python bench/loom_graph.py [--nodes 2000] [--baseline 200] [--rounds 5] [--wheels 60] [--json out.json]
+    python bench/loom_graph.py --width 390 --height 844     # a phone's width
 
 The page is tests/browser/loom_graph/ (the Graph alone, over a generated Loom of mixed depths and
 Branches of 1 to 8 Nodes), served from this repository on loopback under the App's own
 Content-Security-Policy, and driven by Playwright in Debian's Chromium (/usr/bin/chromium, never a
-downloaded browser) at 1280 x 800. Each round loads both sizes, the order alternating, each in a
-fresh page, and measures in the page (performance.now()):
+downloaded browser) at 1280 x 800, or `--width` x `--height` (a phone: 390 x 844, where the Graph's
+frame is narrower, so fewer dots are drawn at full size). Each round loads both sizes, the order
+alternating, each in a fresh page, and measures in the page (performance.now()):
 
 - first paint: from render() of the Graph to the end of the first frame that shows its dots
   (a requestAnimationFrame runs before a frame's paint, a message posted from it runs after);
@@ -42,7 +44,6 @@ from tests.browser.loom_graph import serve_page  # noqa: E402
 
 CHROMIUM = os.environ.get("ACS_TEST_CHROMIUM", "/usr/bin/chromium")
 OTHER_CPU_WARN = 0.10
-VIEWPORT = {"width": 1280, "height": 800}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -65,11 +66,13 @@ class OtherCpu:
         self.me = psutil.Process()
 
     def _ours(self) -> float:
+        # A closed page's renderer exits before stop(): its time is counted in its parent's
+        # children_* once reaped, or else it would read as another process's.
         total = 0.0
         for process in [self.me, *self.me.children(recursive=True)]:
             try:
                 times = process.cpu_times()
-                total += times.user + times.system
+                total += times.user + times.system + times.children_user + times.children_system
             except self.psutil.Error:
                 pass
         return total
@@ -99,8 +102,8 @@ def pan(page: Any, wheels: int, step: float) -> list[float]:
     return page.evaluate("() => window.loomGraph.wheels.slice()")
 
 
-def one_page(browser: Any, url: str, nodes: int, wheels: int) -> dict[str, Any]:
-    page = browser.new_page(viewport=VIEWPORT)
+def one_page(browser: Any, url: str, nodes: int, wheels: int, viewport: dict[str, int]) -> dict[str, Any]:
+    page = browser.new_page(viewport=viewport)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     try:
@@ -125,8 +128,11 @@ def main() -> int:
     parser.add_argument("--baseline", type=int, default=200, help="the same page with this many Nodes")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--wheels", type=int, default=60)
+    parser.add_argument("--width", type=int, default=1280, help="the viewport's width in CSS px (a phone: 390)")
+    parser.add_argument("--height", type=int, default=800, help="the viewport's height in CSS px (a phone: 844)")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
+    viewport = {"width": args.width, "height": args.height}
     from playwright.sync_api import sync_playwright
 
     sizes = (args.baseline, args.nodes)
@@ -135,12 +141,12 @@ def main() -> int:
     with serve_page() as url, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            one_page(browser, url, args.nodes, 4)  # warm-up: the module cache, the JIT
+            one_page(browser, url, args.nodes, 4, viewport)  # warm-up: the module cache, the JIT
             for round_ in range(args.rounds):
                 for n in sizes if round_ % 2 == 0 else sizes[::-1]:
                     cpu = OtherCpu()
                     cpu.start()
-                    runs[n].append(one_page(browser, url, n, args.wheels))
+                    runs[n].append(one_page(browser, url, n, args.wheels, viewport))
                     other.append(cpu.stop())
         finally:
             browser.close()
@@ -158,7 +164,7 @@ def main() -> int:
         return out
 
     base, big = figures(args.baseline), figures(args.nodes)
-    print(f"Chromium {CHROMIUM}, {VIEWPORT['width']}x{VIEWPORT['height']}, {args.rounds} rounds, "
+    print(f"Chromium {CHROMIUM}, {args.width}x{args.height}, {args.rounds} rounds, "
           f"{args.wheels} wheels a pan, {os.cpu_count()} CPUs")
     print(f"{'':28}{args.baseline:>10} {args.nodes:>10} {'ratio':>8}")
     rows = [("first_paint_ms", "first paint (median)"), ("fit_ms", "Fit (median)")]
