@@ -209,14 +209,19 @@ def test_the_likeliest_tokens_keep_the_heading_order(app: App, new_ui: Any) -> N
 
 # -- Another client's delete reaches the open page -----------------------------------------------------
 
+# A try fits the page's edit and the other client's delete in one second of the clock; a loaded
+# machine may miss a second now and then, so there are several tries, each with its own Node.
+SAME_SECOND_TRIES = (" gray", " pink", " brown", " white", " black")
+
+
 def make_tree(page: Any) -> dict:
-    """"The sky is" with the children " blue today", " green", " red", " gray" and " pink" (a split
-    and siblings: no model); the Loom as read."""
+    """"The sky is" with the children " blue today", then " green", " red" and the SAME_SECOND_TRIES
+    (a split and siblings: no model); the Loom as read."""
     loom = ok(page, "POST", "account/looms", {"prompt": "The sky is blue today"})
     root = loom["nodes"][0]
     loom = ok(page, "POST", f"account/looms/{loom['id']}/nodes/{root['id']}/split", {"offset": 10})
     child = next(node for node in loom["nodes"] if node["parent_id"] == root["id"])
-    for text in (" green", " red", " gray", " pink"):
+    for text in (" green", " red", *SAME_SECOND_TRIES):
         loom = ok(page, "POST", f"account/looms/{loom['id']}/nodes/{child['id']}/sibling", {"text": text})
     return loom
 
@@ -233,13 +238,13 @@ def test_a_delete_by_another_client_reaches_the_open_page(app: App, new_ui: Any)
     other = another_browser(new_ui, user)
     gone = lambda text: ok(other.page, "DELETE", f"account/looms/{loom['id']}/nodes/{node_id(loom, text)}")  # noqa: E731
     ui.open(f"loom?loom={loom['id']}")
-    expect(rows(page)).to_have_count(6)
+    expect(rows(page)).to_have_count(4 + len(SAME_SECOND_TRIES))
 
     # The Node that the page reads goes: the page drops it and reads its parent.
     row(page, " green").click()
     expect(selected(page)).to_have_text(re.compile(r"^\s*green"))
     gone(" green")
-    expect(rows(page)).to_have_count(5, timeout=REACH_MS)
+    expect(rows(page)).to_have_count(3 + len(SAME_SECOND_TRIES), timeout=REACH_MS)
     expect(row(page, " green")).to_have_count(0)
     expect(selected(page)).to_have_text("The sky is")
     expect(page.locator(".loom-path")).to_have_text("The sky is")
@@ -249,11 +254,11 @@ def test_a_delete_by_another_client_reaches_the_open_page(app: App, new_ui: Any)
     field(page, "Branches").fill("8")
     field(page, "Max tokens").fill("1000")
     button(page, "Branch").click()
-    expect(rows(page)).to_have_count(13)
+    expect(rows(page)).to_have_count(11 + len(SAME_SECOND_TRIES))
     expect(button(page, "Stop")).to_be_visible()
     gone(" red")
     expect(row(page, " red")).to_have_count(0, timeout=REACH_MS)
-    expect(rows(page)).to_have_count(12)
+    expect(rows(page)).to_have_count(10 + len(SAME_SECOND_TRIES))
     assert page.locator(".tree-row .badge-run-running, .tree-row .badge-run-queued").count() > 0, \
         "the Branch ended before the delete: the page did not follow a stream"
     ui.shoot("loom-deleted-elsewhere")
@@ -263,7 +268,7 @@ def test_a_delete_by_another_client_reaches_the_open_page(app: App, new_ui: Any)
     # In the same second as the page's own change (an edit of the root), which tells the page that
     # second: a read a second later finds the delete.
     same_second = False
-    for text in (" gray", " pink"):
+    for text in SAME_SECOND_TRIES:
         rows(page).first.click()
         button(page, "Edit").click()
         edit = page.get_by_role("dialog", name="Edit this Node")
@@ -277,7 +282,7 @@ def test_a_delete_by_another_client_reaches_the_open_page(app: App, new_ui: Any)
         expect(row(page, text)).to_have_count(0, timeout=REACH_MS)
         if same_second:
             break
-    assert same_second, "neither delete fell in the second of the page's edit"
+    assert same_second, "no delete fell in the second of the page's edit"
 
     # The whole Loom goes: the page says so, and Your Looms drops it.
     ok(other.page, "DELETE", f"account/looms/{loom['id']}")
