@@ -19,6 +19,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import App, UI
 from tests.browser.page_calls import ok
+from tests.cpu_holder import hold_the_free_cpus
 
 BOOT_APP, BOOT_PREFIX = "browser-boot", "/browser-boot"
 START_MS = 180_000  # the replica's start on the CPUs once they are free, and its 2 tokens
@@ -36,22 +37,6 @@ def boot_root(app: App) -> Iterator[str]:
     env = {"ACS_PUBLIC_BASE_URL": app.serve.root + BOOT_PREFIX}
     with app.serve.application("slow-boot", BOOT_APP, BOOT_PREFIX, env=env) as base:
         yield base.removesuffix("/v1")
-
-
-@ray.remote(num_cpus=0)
-class CpuHolder:
-    """Holds CPUs while it lives (its options give the amount), as another job holds GPUs."""
-
-    def ready(self) -> bool:
-        return True
-
-
-def hold_the_free_cpus() -> Any:
-    free = ray.available_resources().get("CPU", 0.0)
-    # Leave less than the model replica's 0.5 CPU, so Ray cannot place it.
-    holder = CpuHolder.options(num_cpus=round(free - 0.25, 2)).remote()
-    ray.get(holder.ready.remote(), timeout=30)
-    return holder
 
 
 def test_a_branch_of_a_cold_model_says_how_far_its_start_has_got(app: App, new_ui: Any, boot_root: str) -> None:

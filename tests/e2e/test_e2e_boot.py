@@ -18,6 +18,7 @@ import pytest
 import ray
 from ray import serve
 
+from tests.cpu_holder import hold_the_free_cpus
 from tests.serve_fixtures import ServeInstance
 
 APP, PREFIX, DEPLOYMENT = "acs-boot", "/boot", "model-slow-llama"
@@ -36,22 +37,6 @@ def replicas() -> dict[str, int]:
     """Serve's count of the model's replicas by state."""
     states = serve.status().applications[APP].deployments[DEPLOYMENT].replica_states
     return {str(getattr(state, "value", state)): n for state, n in states.items() if n}
-
-
-@ray.remote(num_cpus=0)
-class CpuHolder:
-    """Holds CPUs while it lives (its options give the amount), as another job holds GPUs."""
-
-    def ready(self) -> bool:
-        return True
-
-
-def hold_the_free_cpus() -> Any:
-    free = ray.available_resources().get("CPU", 0.0)
-    # Leave less than the model replica's 0.5 CPU, so Ray cannot place it.
-    holder = CpuHolder.options(num_cpus=round(free - 0.25, 2)).remote()
-    ray.get(holder.ready.remote(), timeout=30)
-    return holder
 
 
 def status(base: str, key: str) -> dict:
