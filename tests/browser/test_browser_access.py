@@ -185,3 +185,36 @@ def test_an_invite_sets_up_the_account(app: App, new_ui) -> None:
     expect(page.get_by_text("The link did not work")).to_be_visible()
     ui.shoot("apply-invite-used")
     ui.check()
+
+
+def test_empty_sign_in_and_forgot_password_forms_ask_for_their_fields(app: App, new_ui) -> None:
+    """Issue 37: an empty form says what to fill in, under each field, and sends nothing; an empty
+    Forgot password form must not say "Check your email." as if a link had gone."""
+    ui: UI = new_ui()
+    page = ui.page
+    sent: list[str] = []
+    page.on("request", lambda request: sent.extend(
+        [request.url] if request.method == "POST" and "/account/" in request.url else []))
+
+    ui.open("sign-in")
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    expect(page.get_by_label("Email", exact=True)).to_have_accessible_description("Enter your email.")
+    expect(page.get_by_label("Password", exact=True)).to_have_accessible_description("Enter your password.")
+    expect(page.get_by_label("Email", exact=True)).to_be_focused()  # the first field to fix
+    ui.shoot("sign-in-empty")
+    # With the email alone, the App asks for the password only.
+    page.get_by_label("Email", exact=True).fill(app.new_email("empty"))
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    expect(page.get_by_label("Password", exact=True)).to_have_accessible_description("Enter your password.")
+    expect(page.get_by_text("Enter your email.")).to_have_count(0)
+    expect(page.get_by_label("Password", exact=True)).to_be_focused()
+
+    select(ui, "Forgot password?")
+    expect(page).to_have_url(re.compile(r"/browser/forgot-password"))
+    page.get_by_label("Email", exact=True).fill("")
+    select(ui, "Send the link")
+    expect(page.get_by_label("Email", exact=True)).to_have_accessible_description("Enter your email.")
+    expect(page.get_by_text("Check your email.")).to_have_count(0)
+    ui.shoot("forgot-password-empty")
+    assert sent == [], sent  # neither form sent anything empty
+    ui.check()

@@ -9,13 +9,17 @@ import { Link } from "../components/link.js";
 export default function ForgotPassword({ route }) {
   const [email, setEmail] = useState(route.query.get("email") || "");
   const [error, setError] = useState(null);
+  const [empty, setEmpty] = useState(false);
   const [sent, setSent] = useState(null);
   const [busy, setBusy] = useState(false);
 
   async function submit(event) {
     event.preventDefault();
-    setBusy(true);
     setError(null);
+    // An empty form is asked to fix, not answered "Check your email." as if a link had gone.
+    setEmpty(!email.trim());
+    if (!email.trim()) return;
+    setBusy(true);
     try {
       const answer = await api("account/password-links", { method: "POST", body: { email } });
       setSent((answer && answer.message) || "Check your email.");
@@ -39,7 +43,8 @@ export default function ForgotPassword({ route }) {
     <h1>Reset your password</h1>
     <p>Enter your email. The App sends a link to choose a password.</p>
     <${Form} onSubmit=${submit}>
-      <${Field} label="Email" type="email" autocomplete="email" required value=${email} onInput=${setEmail} error=${errors.field.email} />
+      <${Field} label="Email" type="email" autocomplete="email" required value=${email} onInput=${setEmail} 
+        error=${empty ? "Enter your email." : errors.field.email} />
       <${FormError} message=${errors.form} />
       <div class="actions">
         <button type="submit" class="primary" disabled=${busy}>Send the link</button>

@@ -13,6 +13,7 @@ export default function SignIn({ route }) {
   const [email, setEmail] = useState(route.query.get("email") || "");
   const [password, setPassword] = useState("");
   const [error, setError] = useState(null);
+  const [missing, setMissing] = useState({});
   const [wait, setWait] = useState(0);
   const [busy, setBusy] = useState(false);
 
@@ -24,8 +25,14 @@ export default function SignIn({ route }) {
 
   async function submit(event) {
     event.preventDefault();
-    setBusy(true);
     setError(null);
+    // An empty field is asked for here, under the field, rather than sent for a refusal.
+    const empty = {};
+    if (!email.trim()) empty.email = "Enter your email.";
+    if (!password) empty.password = "Enter your password.";
+    setMissing(empty);
+    if (Object.keys(empty).length) return;
+    setBusy(true);
     try {
       const answer = await api("account/sign-in", { method: "POST", body: { email, password }, quiet401: true });
       setUser(answer.user);
@@ -45,8 +52,10 @@ export default function SignIn({ route }) {
     <h1>Sign in</h1>
     ${ended ? html`<p class="info" role="status">Your session has ended.</p>` : null}
     <${Form} onSubmit=${submit}>
-      <${Field} label="Email" type="email" autocomplete="email" required value=${email} onInput=${setEmail} />
-      <${Field} label="Password" type="password" autocomplete="current-password" required value=${password} onInput=${setPassword} />
+      <${Field} label="Email" type="email" autocomplete="email" required value=${email} onInput=${setEmail}
+        error=${missing.email} />
+      <${Field} label="Password" type="password" autocomplete="current-password" required value=${password}
+        onInput=${setPassword} error=${missing.password} />
       <${FormError} message=${message} />
       <div class="actions">
         <button type="submit" class="primary" disabled=${busy || wait > 0}>Sign in</button>
