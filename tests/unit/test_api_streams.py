@@ -387,6 +387,34 @@ async def test_a_client_that_goes_away_closes_the_body_it_cut():
     assert closed.is_set()
 
 
+async def test_a_client_that_goes_away_during_a_burst_is_not_sent_the_rest_of_it():
+    """A Loom stream's first read sends every Node at once, with no wait between pieces: the
+    server's send never blocks, so the disconnect must be heard within the burst (a 2,000-Node
+    Loom's whole dump went to a closed socket, a warning a Node, bench/loom_page.py)."""
+    from api.completions.streaming import KeepaliveStream
+
+    burst = 10_000
+    first_sent = asyncio.Event()
+    sent = []
+
+    async def events():
+        for _ in range(burst):  # nothing here waits, as the read of a Loom's Nodes
+            yield b"data: 1\n\n"
+
+    async def receive():
+        await first_sent.wait()  # the client goes as the first piece reaches it
+        return {"type": "http.disconnect"}
+
+    async def send(message):  # as uvicorn's while nothing holds the socket up: no wait
+        if message["type"] == "http.response.body" and message.get("more_body"):
+            sent.append(message["body"])
+            first_sent.set()
+
+    response = KeepaliveStream(events(), 5.0)
+    await asyncio.wait_for(response({"type": "http", "asgi": {"spec_version": "2.3"}}, receive, send), 5)
+    assert 1 <= len(sent) <= 200, len(sent)
+
+
 @pytest.mark.fake(delay_s=0.04)
 async def test_keepalives_keep_their_cadence_while_chunks_flow(fake_stack):
     # A chunk every 0.04 s: Inference is never silent for a keepalive period.
