@@ -250,3 +250,34 @@ def test_rename_pause_and_revoke_a_key(app: App, new_ui) -> None:
     answer = httpx.get(f"{app.v1}/models", cookies={"acs_session": session["acs_session"]}, timeout=60)
     assert (answer.status_code, answer.json()["error"]["code"]) == (401, "missing_authorization"), answer.text
     ui.check()
+
+
+def test_copy_your_key_shows_the_whole_key(app: App, new_ui) -> None:
+    """Issue 37: Copy your key shows all of the key, sk-acs- included, at both widths; a one-line
+    field scrolled to the key's end when it selected the key, and hid the start."""
+    user = app.approved_user("wholekey")
+    ui: UI = new_ui()
+    page = ui.page
+    ui.first_sign_in(user)
+    page.get_by_role("button", name="New key").click()
+    page.get_by_role("dialog").get_by_label("Name", exact=True).fill("whole")
+    page.get_by_role("dialog").get_by_role("button", name="Create key").click()
+    copy_dialog = page.get_by_role("dialog", name="Copy your key")
+    shown = copy_dialog.get_by_label("Your new key")
+    expect(shown).to_have_value(re.compile(r"^sk-acs-\S{20,}$"))
+    shown.click()  # selects the key, as a User about to copy it by hand does
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(150)
+        fits = shown.evaluate("""field => ({scroll: [field.scrollLeft, field.scrollTop],
+            width: [field.scrollWidth, field.clientWidth], height: [field.scrollHeight, field.clientHeight]})""")
+        assert fits["scroll"] == [0, 0], (width, fits)
+        assert fits["width"][0] <= fits["width"][1] and fits["height"][0] <= fits["height"][1], (width, fits)
+        assert drawn(shown), width
+    page.set_viewport_size({"width": 1280, "height": 800})
+    ui.shoot("api-keys-copy-your-key-whole")
+    copy_dialog.get_by_role("button", name="Copy", exact=True).click()
+    assert page.evaluate("() => navigator.clipboard.readText()") == shown.input_value()
+    copy_dialog.get_by_role("button", name="Done").click()
+    expect(copy_dialog).to_be_hidden()
+    ui.check()

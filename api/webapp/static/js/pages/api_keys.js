@@ -7,7 +7,7 @@ import { Dialog } from "../components/dialog.js";
 import { ConfirmDialog } from "../components/confirm_dialog.js";
 import { Field, FormError, splitError } from "../components/field.js";
 import { Form } from "../components/form.js";
-import { number, when } from "../components/format.js";
+import { lastUsed, number, when } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Menu } from "../components/menu.js";
 import { PageHeader } from "../notice.js";
@@ -107,7 +107,8 @@ function CopyKeyDialog({ secret, onClose }) {
     <div class="field">
       <label for="new-key">Your new key</label>
       <div class="key-row">
-        <input id="new-key" ref=${input} class="mono" readonly value=${secret} onFocus=${select} onClick=${select} />
+        <textarea id="new-key" ref=${input} class="mono" rows="3" readonly value=${secret || ""}
+          onFocus=${select} onClick=${select}></textarea>
         <button type="button" class="primary" onClick=${copy}>Copy</button>
       </div>
     </div>
@@ -142,7 +143,7 @@ function KeyRow({ item, onRename, onRevoke, onToggle }) {
     <td><span class=${`badge badge-${item.status}`}>${paused ? "Paused" : "Active"}</span></td>
     <td class="num"><${Link} to=${`/usage?key=${encodeURIComponent(item.id)}`}>${number(item.tokens_this_month)}</${Link}></td>
     <td class="num wide">${item.budget_left === null || item.budget_left === undefined ? "—" : number(item.budget_left)}</td>
-    <td class="wide">${item.last_used_at ? when(item.last_used_at) : "Never"}</td>
+    <td class="wide">${lastUsed(item.last_used_at)}</td>
     <td class="wide">${when(item.created_at)}</td>
     <td class="row-menu"><${Menu} label=${html`<span aria-hidden="true">⋯</span>`} ariaLabel=${`Actions of ${item.name}`} items=${items} floating=${true} /></td>
   </tr>`;
