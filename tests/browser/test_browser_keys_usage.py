@@ -281,3 +281,59 @@ def test_copy_your_key_shows_the_whole_key(app: App, new_ui) -> None:
     copy_dialog.get_by_role("button", name="Done").click()
     expect(copy_dialog).to_be_hidden()
     ui.check()
+
+
+def test_a_waiting_request_is_said_before_the_form(app: App, new_ui) -> None:
+    """Issue 37: with a request Waiting, Request more tokens says so at the top, before the form,
+    rather than refusing after the whole form is filled. Your requests sits beside the form at
+    1280 px, and under it on a phone."""
+    user = app.approved_user("waiting")
+    ui: UI = new_ui()
+    page = ui.page
+    ui.first_sign_in(user)
+    ui.open("usage/request")
+    waiting = page.get_by_text("You have a request waiting. Once an admin decides it, you can ask again.")
+    send = page.get_by_role("button", name="Send request")
+    tokens = page.get_by_label("Tokens", exact=True)
+    yours = page.get_by_role("heading", name="Your requests", exact=True)
+    expect(page.get_by_text("You have sent no requests yet.")).to_be_visible()
+    expect(waiting).to_have_count(0)
+    # Beside the form at a laptop's width: the heading starts right of the form, level with it.
+    form_box, yours_box = tokens.bounding_box(), yours.bounding_box()
+    assert form_box and yours_box and yours_box["x"] >= form_box["x"] + form_box["width"], (form_box, yours_box)
+    assert yours_box["y"] < form_box["y"] + form_box["height"] + 200, (form_box, yours_box)
+    ui.shoot("usage-request-two-columns")
+
+    tokens.fill("2.5M")
+    page.get_by_role("group", name="Models").get_by_role("checkbox").first.check()
+    page.get_by_label("Project", exact=True).fill("Probes of small models")
+    page.get_by_label("Planned usage", exact=True).fill("Linear probes on each layer.")
+    with page.expect_response(lambda answer: answer.url.endswith("/account/token-requests")
+                              and answer.request.method == "POST") as answered:
+        send.click()
+    request_id = answered.value.json()["id"]
+    expect(page.get_by_text("Request sent.")).to_be_visible()
+
+    # Opened again, the page says first that a request waits, and Send request is off.
+    ui.open("usage/request")
+    expect(waiting).to_be_visible()
+    expect(send).to_be_disabled()
+    expect(send).to_have_accessible_description(re.compile(r"^You have a request waiting\."))
+    assert waiting.bounding_box()["y"] < tokens.bounding_box()["y"]
+    expect(page.get_by_role("table").filter(has_text="Waiting")).to_contain_text("2.5M")
+    ui.shoot("usage-request-waiting")
+    # On a phone, Your requests comes under the form.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(150)
+    form_box, yours_box = send.bounding_box(), yours.bounding_box()
+    assert form_box and yours_box and yours_box["y"] > form_box["y"] + form_box["height"], (form_box, yours_box)
+    assert waiting.bounding_box()["y"] < tokens.bounding_box()["y"]
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    # Once an admin decides it, the User can ask again.
+    app.admin("token-request", "reject", request_id, "--note", "Write the paper first.")
+    ui.open("usage/request")
+    expect(page.get_by_role("table").filter(has_text="Rejected")).to_contain_text("Write the paper first.")
+    expect(waiting).to_have_count(0)
+    expect(send).to_be_enabled()
+    ui.check()

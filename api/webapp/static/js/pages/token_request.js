@@ -16,6 +16,8 @@ const REQUIRED = {
   project: "Write the project that needs the tokens.",
   planned_usage: "Write how you plan to use the tokens.",
 };
+// The API's words when it refuses a second request (409 token_request_waiting), said before the form.
+const WAITING = "You have a request waiting. Once an admin decides it, you can ask again.";
 const STATUS = { waiting: "Waiting", approved: "Approved", rejected: "Rejected" };
 
 function check(form) {
@@ -96,7 +98,10 @@ export default function TokenRequest() {
     }
   }
 
+  // One request waits at a time: the page says so before the User fills in the form, not after.
+  const waiting = Boolean(requests && requests.some((r) => r.status === "waiting"));
   return html`<${PageHeader} title="Request more tokens" />
+    ${waiting ? html`<p class="info" id="request-waiting" role="status">${WAITING}</p>` : null}
     <div class="two-columns">
       <section class="panel" aria-labelledby="request-form-title">
         <h2 id="request-form-title" class="visually-hidden">Your request</h2>
@@ -114,7 +119,8 @@ export default function TokenRequest() {
           <${Field} label="When you need them" optional value=${form.when_needed} onInput=${set("when_needed")} error=${errors.when_needed} />
           <${FormError} message=${formError} />
           <div class="actions">
-            <button type="submit" class="primary" disabled=${busy}>Send request</button>
+            <button type="submit" class="primary" disabled=${busy || waiting}
+              aria-describedby=${waiting ? "request-waiting" : undefined}>Send request</button>
             <span role="status" class="success-text">${sent ? "Request sent." : ""}</span>
           </div>
         </${Form}>
