@@ -73,4 +73,6 @@ def project_temp_files() -> Iterator[list[Path]]:
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = previous_env
-        made.extend(sorted(set(folder.iterdir()) - before))
+        # Files only: a folder that appears meanwhile is a cache of compiled kernels
+        # (torchinductor_<user>), which later starts reuse, and unlink() cannot remove it.
+        made.extend(sorted(path for path in set(folder.iterdir()) - before if not path.is_dir()))
