@@ -40,19 +40,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.completions_overhead import percentile  # noqa: E402
 from tests.browser.loom_graph import serve_page  # noqa: E402
 
 CHROMIUM = os.environ.get("ACS_TEST_CHROMIUM", "/usr/bin/chromium")
 OTHER_CPU_WARN = 0.10
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 class OtherCpu:
