@@ -46,6 +46,11 @@ export function when(value, now = new Date()) {
   return today ? utcClock(date) : day(date);
 }
 
+/** When a key was last used, on API Keys and on Usage alike: "05:02 UTC" today, else its date. */
+export function lastUsed(value, now = new Date()) {
+  return value ? when(value, now) : "Never";
+}
+
 /** "2025-11-30 05:02:07" in UTC, for the Completions of Usage. */
 export function stamp(value) {
   if (!value) return "—";

@@ -4,7 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { DayChart } from "../chart.js";
-import { capital, day, duration, number, stamp, utcClock, when } from "../components/format.js";
+import { capital, day, duration, lastUsed, number, stamp, utcClock } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Meter } from "../components/meter.js";
 import { PageHeader } from "../notice.js";
@@ -149,7 +149,7 @@ function Breakdown({ doc, choice }) {
     <td>${capital(k.status)}</td><td class="num">${number(k.input)}</td><td class="num">${number(k.output)}</td>
     <td class="num">${number(k.last_month)}</td><td class="num">${number(k.all_time)}</td>
     <td class="num">${k.budget_left === null || k.budget_left === undefined ? "—" : number(k.budget_left)}</td>
-    <td>${k.last_used_at ? when(k.last_used_at) : "Never"}</td></tr>`);
+    <td class="nowrap">${lastUsed(k.last_used_at)}</td></tr>`);
   return html`<div class="parts">
     <${Part} title="By model"><${Table} caption="By model" empty="No Completions."
       head=${[["Model"], ["Input", "num"], ["Output", "num"], ["Total", "num"]]}

@@ -1,0 +1,70 @@
+"""Usage's rough edges of issue 37 in a real browser ("Read your usage", "Manage your keys" in the
+spec's docs): the filters on one row with days that read "4 Dec 2026", names cut to one line,
+"Last used" read the same on API Keys and Usage, and a failed first read that says so."""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from playwright.sync_api import expect
+
+from api.errors_http import INTERNAL
+from tests.browser.conftest import App, UI, tab_to
+from tests.browser.page_calls import ok
+
+# 32 characters, the most that a key's name may have: wider than its column at either width.
+LONG_NAME = "nightly sweep of steering layers"
+
+
+def shown_day(value: Any) -> str:
+    """A day as the App writes it: 4 Dec 2026."""
+    return f"{value.day} {value:%b} {value.year}"
+
+
+def key_with_a_completion(app: App, ui: UI, name: str) -> None:
+    """A key made through the App's own route, and one Completion with it through the API."""
+    key = ok(ui.page, "POST", "account/keys", {"name": name}, status=201)["key"]
+    app.completion(key)
+
+
+def one_line(target: Any) -> dict:
+    """The element's box and text fit: one line high, and whether its text is cut."""
+    return target.evaluate("""element => {
+        const style = getComputedStyle(element);
+        return {height: element.getBoundingClientRect().height, line: parseFloat(style.lineHeight) ||
+                1.5 * parseFloat(style.fontSize), cut: element.scrollWidth > element.clientWidth,
+                title: element.title, ellipsis: style.textOverflow};
+    }""")
+
+
+def test_last_used_reads_the_same_on_api_keys_and_usage(app: App, new_ui) -> None:
+    user = app.approved_user("lastused")
+    ui: UI = new_ui()
+    page = ui.page
+    ui.first_sign_in(user)
+    key_with_a_completion(app, ui, "laptop")
+
+    def on_api_keys() -> str:
+        ui.open("api-keys")
+        row = page.get_by_role("row").filter(has=page.get_by_text("laptop", exact=True))
+        return row.get_by_role("cell").nth(4).inner_text()  # Name, Status, This month, Budget, Last used
+
+    def on_usage() -> str:
+        ui.open("usage")
+        row = page.get_by_role("region", name="By key").get_by_role("row").filter(has_text="laptop")
+        return row.get_by_role("cell").last.inner_text()  # ..., Budget, Last used
+
+    keys_today, usage_today = on_api_keys(), on_usage()
+    assert re.fullmatch(r"\d\d:\d\d UTC", keys_today), keys_today  # a time today, in UTC
+    assert keys_today == usage_today, (keys_today, usage_today)
+    ui.shoot("usage-last-used-today")
+
+    # The next day in the browser: the same use shows its date on both pages.
+    used_on = datetime.now(timezone.utc).date()
+    page.clock.set_fixed_time(datetime.now(timezone.utc) + timedelta(days=1))
+    keys_later, usage_later = on_api_keys(), on_usage()
+    assert keys_later == usage_later == shown_day(used_on), (keys_later, usage_later)
+    ui.shoot("usage-last-used-earlier")
+    ui.check()
