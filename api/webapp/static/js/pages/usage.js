@@ -35,14 +35,15 @@ function usagePath(choice) {
 }
 
 function useUsage(choice) {
-  const [state, setState] = useState({ doc: null, failed: false, error: null });
+  const [state, setState] = useState({ doc: null, failed: false, error: null, reason: null });
   const path = usagePath(choice);
   const load = async () => {
     try {
       const doc = await api(path);
-      setState({ doc, failed: false, error: null });
+      setState({ doc, failed: false, error: null, reason: null });
     } catch (failure) {
-      setState((old) => ({ ...old, failed: true, error: failure.status === 400 ? failure.message : null }));
+      setState((old) => ({ ...old, failed: true, error: failure.status === 400 ? failure.message : null,
+        reason: failure.message }));
     }
   };
   useEffect(() => {
@@ -50,7 +51,9 @@ function useUsage(choice) {
     const timer = setInterval(load, REFRESH_MS);
     return () => clearInterval(timer);
   }, [path]);
-  return [state, load];
+  // Try again after a failed first read: "Loading…" until the answer, not the old failure.
+  const retry = () => { setState((old) => ({ ...old, failed: false, reason: null })); load(); };
+  return [state, load, retry];
 }
 
 function useChoices() {
@@ -178,14 +181,25 @@ function Breakdown({ doc, choice }) {
 
 export default function Usage({ route }) {
   const choice = choiceOf(route.query);
-  const [state, load] = useUsage(choice);
+  const [state, load, retry] = useUsage(choice);
   const [keys, models] = useChoices();
   const doc = state.doc;
   const keyChoices = [...keys];
   for (const k of doc ? doc.by_key : []) if (!keyChoices.some((c) => c.id === k.id)) keyChoices.push(k);
+  // A first read that failed for another reason than the days chosen: no numbers to keep, so the
+  // page says what failed and offers another try instead of filters over nothing.
+  const unread = !doc && state.failed && !state.error;
   const side = html`${doc ? html`<span class="updated">Updated ${utcClock(new Date(doc.updated_at))}</span>` : null}
-    <button type="button" onClick=${load}>Refresh</button>
-    ${state.failed ? html`<span class="warn-text" role="status">Could not refresh</span>` : null}`;
+    <button type="button" onClick=${doc ? load : retry}>Refresh</button>
+    ${doc && state.failed ? html`<span class="warn-text" role="status">Could not refresh</span>` : null}`;
+  if (unread) {
+    return html`<${PageHeader} title="Usage">${side}</${PageHeader}>
+      <div class="load-failed" role="alert">
+        <h2>Could not read your usage</h2>
+        <p>${state.reason || "The App did not answer."} The page has no numbers to show yet.</p>
+        <button type="button" class="primary" onClick=${retry}>Try again</button>
+      </div>`;
+  }
   return html`<${PageHeader} title="Usage">${side}</${PageHeader}>
     <${Filters} choice=${choice} keys=${keyChoices} models=${models} />
     ${state.error ? html`<p class="form-error" role="alert">${state.error}</p>` : null}
