@@ -39,6 +39,79 @@ def one_line(target: Any) -> dict:
     }""")
 
 
+def test_the_filters_keep_to_one_row_and_days_read_as_dates(app: App, new_ui) -> None:
+    user = app.approved_user("filters")
+    ui: UI = new_ui()
+    page = ui.page
+    ui.first_sign_in(user)
+    key_with_a_completion(app, ui, LONG_NAME)
+    ui.open("usage")
+    expect(page.get_by_role("heading", name="By key", exact=True)).to_be_visible()
+
+    # One toolbar row at 1280 px: the days, the calendar, the key and the model.
+    days = page.get_by_role("group", name="Days")
+    calendar = page.get_by_role("button", name="Calendar", exact=True)
+    keys, models = page.get_by_label("Key", exact=True), page.get_by_label("Model", exact=True)
+    boxes = [target.bounding_box() for target in (days, calendar, keys, models)]
+    assert all(boxes), boxes
+    top, bottom = max(box["y"] for box in boxes), min(box["y"] + box["height"] for box in boxes)
+    assert top < bottom, f"the filters take more than one row at 1280 px: {boxes}"
+    ui.shoot("usage-filters")
+
+    # Names of keys cut to one line with an ellipsis, the whole name on hover, at both widths.
+    by_key = page.get_by_role("region", name="By key")
+    recent = page.get_by_role("region", name="Completions, newest 100")
+    for width, height in ((1280, 800), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(150)
+        for name in (by_key.get_by_role("button", name=LONG_NAME), recent.get_by_title(LONG_NAME)):
+            fit = one_line(name)
+            assert fit["height"] < 1.5 * fit["line"], (width, fit)
+            assert fit["title"] == LONG_NAME and fit["ellipsis"] == "ellipsis", (width, fit)
+    assert one_line(recent.get_by_title(LONG_NAME))["cut"]  # 32 characters do not fit a phone's column
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.wait_for_timeout(150)
+    # At 1280 px the long name leaves the newest Completions whole: no scrolling sideways.
+    assert recent.evaluate("region => region.scrollWidth <= region.clientWidth"), "the Completions scroll at 1280 px"
+
+    # The calendar: days typed and shown as 4 Dec 2026, the arrow keys move a day, Enter applies.
+    today = datetime.now(timezone.utc).date()
+    first, last = today - timedelta(days=3), today
+    tab_to(page, calendar)
+    page.keyboard.press("Enter")
+    expect(calendar).to_have_attribute("aria-expanded", "true")
+    first_day, last_day = page.get_by_label("First day", exact=True), page.get_by_label("Last day", exact=True)
+    expect(first_day).to_be_focused()
+    page.keyboard.type(shown_day(first))
+    page.keyboard.press("Tab")
+    expect(last_day).to_be_focused()
+    page.keyboard.type(shown_day(last - timedelta(days=1)))
+    page.keyboard.press("ArrowUp")
+    expect(last_day).to_have_value(shown_day(last))
+    # The open panel stays inside the page at 1280 px.
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), "the calendar overflows"
+    ui.shoot("usage-calendar")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(rf"from={first.isoformat()}&to={last.isoformat()}"))
+    expect(page.get_by_text(f"{shown_day(first)} to {shown_day(last)}, in UTC days")).to_be_visible()
+    expect(calendar).to_have_attribute("aria-expanded", "false")
+    # Opened again, the chosen days read as dates, not the browser's mm/dd/yyyy.
+    calendar.click()
+    expect(first_day).to_have_value(shown_day(first))
+    expect(last_day).to_have_value(shown_day(last))
+    # A day that no calendar has: the page says how to write one, and keeps the days chosen.
+    first_day.fill(f"31 Feb {today.year}")
+    page.get_by_role("button", name="Apply").click()
+    expect(page.get_by_role("alert")).to_have_text("Write the first day as a date, such as 4 Dec 2026.")
+    expect(first_day).to_have_attribute("aria-invalid", "true")
+    ui.shoot("usage-calendar-wrong-day")
+    page.keyboard.press("Escape")
+    expect(calendar).to_be_focused()
+    expect(first_day).to_be_hidden()
+    expect(page).to_have_url(re.compile(rf"from={first.isoformat()}&to={last.isoformat()}"))
+    ui.check()
+
+
 def test_last_used_reads_the_same_on_api_keys_and_usage(app: App, new_ui) -> None:
     user = app.approved_user("lastused")
     ui: UI = new_ui()

@@ -51,6 +51,34 @@ export function lastUsed(value, now = new Date()) {
   return value ? when(value, now) : "Never";
 }
 
+const MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+  "november", "december"];
+
+/** The UTC day ("2026-12-04") that a typed "4 Dec 2026", "4 December 2026" or "2026-12-04" names;
+ * null for anything else, such as "31 Feb 2026". */
+export function parseDay(text) {
+  const typed = String(text || "").trim();
+  let year, month, date;
+  const iso = /^(\d{4})-(\d{1,2})-(\d{1,2})$/.exec(typed);
+  const spoken = /^(\d{1,2})\s+([a-z]{3,9})\.?,?\s+(\d{4})$/i.exec(typed);
+  if (iso) [year, month, date] = [Number(iso[1]), Number(iso[2]), Number(iso[3])];
+  else if (spoken) {
+    const index = MONTHS.findIndex((name) => name.startsWith(spoken[2].toLowerCase()));
+    if (index < 0) return null;
+    [year, month, date] = [Number(spoken[3]), index + 1, Number(spoken[1])];
+  } else return null;
+  const value = new Date(Date.UTC(year, month - 1, date));
+  if (value.getUTCFullYear() !== year || value.getUTCMonth() !== month - 1 || value.getUTCDate() !== date) return null;
+  return value.toISOString().slice(0, 10);
+}
+
+/** The UTC day `days` after an ISO day ("2026-12-04"). */
+export function addDays(isoDay, days) {
+  const value = new Date(`${isoDay}T00:00:00Z`);
+  value.setUTCDate(value.getUTCDate() + days);
+  return value.toISOString().slice(0, 10);
+}
+
 /** "2025-11-30 05:02:07" in UTC, for the Completions of Usage. */
 export function stamp(value) {
   if (!value) return "—";

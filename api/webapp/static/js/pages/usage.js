@@ -1,10 +1,10 @@
 // Usage: the tokens used and left, for chosen days, key and model. The
 // address keeps the choice; the numbers are read again every minute.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { DayChart } from "../chart.js";
-import { capital, day, duration, lastUsed, number, stamp, utcClock } from "../components/format.js";
+import { addDays, capital, day, duration, lastUsed, number, parseDay, stamp, utcClock } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Meter } from "../components/meter.js";
 import { PageHeader } from "../notice.js";
@@ -66,41 +66,95 @@ function useChoices() {
   return [keys, models];
 }
 
-function Filters({ choice, keys, models }) {
-  const [from, setFrom] = useState(choice.from);
-  const [to, setTo] = useState(choice.to);
-  useEffect(() => { setFrom(choice.from); setTo(choice.to); }, [choice.from, choice.to]);
-  const current = choice.from && choice.to ? null : choice.range || "this_month";
-  const pick = (changes) => setQuery({ ...choice, ...changes });
+/** A day typed as the App shows it ("4 Dec 2026"), not the browser's mm/dd/yyyy; the arrow keys
+ * move it a day at a time. */
+function DayField({ id, label, value, onChange, invalid }) {
+  const step = (event) => {
+    const days = { ArrowUp: 1, ArrowDown: -1 }[event.key];
+    const current = parseDay(event.currentTarget.value);
+    if (!days || !current) return;
+    event.preventDefault();
+    onChange(day(addDays(current, days)));
+  };
+  return html`<div class="field field-inline day-field"><label for=${id}>${label}</label>
+    <input id=${id} type="text" inputmode="text" autocomplete="off" spellcheck="false" placeholder="4 Dec 2026"
+      aria-describedby="usage-days-hint" aria-invalid=${invalid ? "true" : "false"} value=${value}
+      onInput=${(e) => onChange(e.currentTarget.value)} onKeyDown=${step} /></div>`;
+}
+
+/** The calendar: a first and a last day, then Apply, in a panel under its button so that the
+ * filters keep to one row. */
+function Calendar({ choice, pick }) {
+  const [open, setOpen] = useState(false);
+  const [from, setFrom] = useState("");
+  const [to, setTo] = useState("");
+  const [wrong, setWrong] = useState(null);
+  const box = useRef(null);
+  const button = useRef(null);
+  const shown = (value) => (value ? day(value) : "");
+  useEffect(() => { setFrom(shown(choice.from)); setTo(shown(choice.to)); setWrong(null); }, [choice.from, choice.to]);
+  useEffect(() => {
+    if (!open) return undefined;
+    box.current.querySelector("input").focus();
+    const outside = (event) => { if (!box.current.contains(event.target)) setOpen(false); };
+    document.addEventListener("pointerdown", outside);
+    return () => document.removeEventListener("pointerdown", outside);
+  }, [open]);
+  const close = () => { setOpen(false); button.current.focus(); };
   const apply = (event) => {
     event.preventDefault();
-    if (from && to) pick({ range: "", from, to });
+    const first = parseDay(from);
+    const last = parseDay(to);
+    if (!first || !last) { setWrong(!first ? "first" : "last"); return; }
+    setWrong(null);
+    setOpen(false);
+    pick({ range: "", from: first, to: last });
   };
+  const custom = Boolean(choice.from && choice.to);
+  return html`<div class="calendar-box" ref=${box} onKeyDown=${(e) => { if (e.key === "Escape" && open) close(); }}>
+    <button type="button" ref=${button} class=${custom ? "calendar-button chosen" : "calendar-button"}
+      aria-expanded=${open ? "true" : "false"} aria-controls="usage-calendar" onClick=${() => setOpen(!open)}>
+      Calendar</button>
+    <form id="usage-calendar" class="calendar" hidden=${!open} onSubmit=${apply}>
+      <${DayField} id="usage-from" label="First day" value=${from} onChange=${setFrom} invalid=${wrong === "first"} />
+      <${DayField} id="usage-to" label="Last day" value=${to} onChange=${setTo} invalid=${wrong === "last"} />
+      <button type="submit" disabled=${!from.trim() || !to.trim()}>Apply</button>
+      <p id="usage-days-hint" class="calendar-hint">Such as 4 Dec 2026. The arrow keys move a day.</p>
+      ${wrong ? html`<p class="calendar-hint form-error" role="alert">Write the ${wrong} day as a date, such as 4 Dec 2026.</p>` : null}
+    </form>
+  </div>`;
+}
+
+function Filters({ choice, keys, models }) {
+  const current = choice.from && choice.to ? null : choice.range || "this_month";
+  const pick = (changes) => setQuery({ ...choice, ...changes });
+  const keyName = keys.find((k) => k.id === choice.key)?.name;
+  const model = models.find((m) => m.id === choice.model);
   return html`<div class="filters">
     <div class="segmented" role="group" aria-label="Days">
       ${RANGES.map(([value, label]) => html`<button type="button" aria-pressed=${current === value ? "true" : "false"}
         onClick=${() => pick({ range: value === "this_month" ? "" : value, from: "", to: "" })}>${label}</button>`)}
     </div>
-    <form class="calendar" onSubmit=${apply}>
-      <div class="field field-inline"><label for="usage-from">First day</label>
-        <input id="usage-from" type="date" value=${from} max=${to || undefined} onInput=${(e) => setFrom(e.currentTarget.value)} /></div>
-      <div class="field field-inline"><label for="usage-to">Last day</label>
-        <input id="usage-to" type="date" value=${to} min=${from || undefined} onInput=${(e) => setTo(e.currentTarget.value)} /></div>
-      <button type="submit" disabled=${!from || !to}>Apply</button>
-    </form>
+    <${Calendar} choice=${choice} pick=${pick} />
     <div class="selects">
       <div class="field field-inline"><label for="usage-key">Key</label>
-        <select id="usage-key" value=${choice.key} onChange=${(e) => pick({ key: e.currentTarget.value })}>
+        <select id="usage-key" value=${choice.key} title=${keyName || "All keys"} onChange=${(e) => pick({ key: e.currentTarget.value })}>
           <option value="">All keys</option>
           ${keys.map((k) => html`<option value=${k.id}>${k.name}${k.status === "revoked" ? " (revoked)" : ""}</option>`)}
         </select></div>
       <div class="field field-inline"><label for="usage-model">Model</label>
-        <select id="usage-model" value=${choice.model} onChange=${(e) => pick({ model: e.currentTarget.value })}>
+        <select id="usage-model" value=${choice.model} title=${model ? model.name || model.id : "All models"}
+          onChange=${(e) => pick({ model: e.currentTarget.value })}>
           <option value="">All models</option>
           ${models.map((m) => html`<option value=${m.id}>${m.name || m.id}</option>`)}
         </select></div>
     </div>
   </div>`;
+}
+
+/** A model's or a key's name on one line: cut short with an ellipsis, the whole name on hover. */
+function Name({ text }) {
+  return text ? html`<span class="cut-name" title=${text}>${text}</span>` : "—";
 }
 
 function Stat({ title, children }) {
@@ -133,8 +187,8 @@ function Cards({ doc, narrowed }) {
   </div>`;
 }
 
-function Table({ caption, head, rows, empty }) {
-  return html`<div class="table-scroll" tabindex="0" role="region" aria-label=${caption}><table class="table">
+function Table({ caption, head, rows, empty, dense }) {
+  return html`<div class="table-scroll" tabindex="0" role="region" aria-label=${caption}><table class=${dense ? "table dense" : "table"}>
     <caption class="visually-hidden">${caption}</caption>
     <thead><tr>${head.map(([label, cls]) => html`<th scope="col" class=${cls || ""}>${label}</th>`)}</tr></thead>
     <tbody>${rows.length ? rows : html`<tr><td colspan=${head.length}>${empty}</td></tr>`}</tbody>
@@ -147,7 +201,7 @@ function Part({ title, children, wide }) {
 
 function Breakdown({ doc, choice }) {
   const byKey = doc.by_key.map((k) => html`<tr>
-    <td><button type="button" class="link-button" aria-pressed=${choice.key === k.id ? "true" : "false"}
+    <td><button type="button" class="link-button cut-name" title=${k.name} aria-pressed=${choice.key === k.id ? "true" : "false"}
       onClick=${() => setQuery({ ...choice, key: k.id })}>${k.name}</button></td>
     <td>${capital(k.status)}</td><td class="num">${number(k.input)}</td><td class="num">${number(k.output)}</td>
     <td class="num">${number(k.last_month)}</td><td class="num">${number(k.all_time)}</td>
@@ -156,7 +210,7 @@ function Breakdown({ doc, choice }) {
   return html`<div class="parts">
     <${Part} title="By model"><${Table} caption="By model" empty="No Completions."
       head=${[["Model"], ["Input", "num"], ["Output", "num"], ["Total", "num"]]}
-      rows=${doc.by_model.map((m) => html`<tr><td>${m.model}</td><td class="num">${number(m.input)}</td>
+      rows=${doc.by_model.map((m) => html`<tr><td><${Name} text=${m.model} /></td><td class="num">${number(m.input)}</td>
         <td class="num">${number(m.output)}</td><td class="num">${number(m.total)}</td></tr>`)} /></${Part}>
     <${Part} title="By source"><${Table} caption="By source" empty="No Completions."
       head=${[["Source"], ["Completions", "num"], ["Input", "num"], ["Output", "num"], ["Total", "num"]]}
@@ -165,17 +219,17 @@ function Breakdown({ doc, choice }) {
     <${Part} title="By key" wide><${Table} caption="By key" empty="No key ran Completions on these days."
       head=${[["Key"], ["Status"], ["Input", "num"], ["Output", "num"], ["Last month", "num"], ["All time", "num"], ["Budget", "num"], ["Last used"]]}
       rows=${byKey} /></${Part}>
-    <${Part} title="Completions" wide><${Table} caption="Completions, newest 100" empty="No Completions on these days."
+    <${Part} title="Completions" wide><${Table} caption="Completions, newest 100" empty="No Completions on these days." dense
       head=${[["Started (UTC)"], ["Model"], ["Source"], ["Key"], ["Input", "num"], ["Output", "num"], ["Counted"], ["Duration", "num"], ["Status"]]}
-      rows=${doc.recent.map((c) => html`<tr><td class="nowrap">${stamp(c.started_at)}</td><td>${c.model}</td>
-        <td>${SOURCES[c.source] || c.source}</td><td>${c.key || "—"}</td><td class="num">${number(c.input)}</td>
+      rows=${doc.recent.map((c) => html`<tr><td class="nowrap">${stamp(c.started_at)}</td><td><${Name} text=${c.model} /></td>
+        <td>${SOURCES[c.source] || c.source}</td><td><${Name} text=${c.key} /></td><td class="num">${number(c.input)}</td>
         <td class="num">${number(c.output)}</td><td>${COUNTED[c.counted] || c.counted}</td>
         <td class="num">${duration(c.duration_ms)}</td><td>${capital(c.status)}</td></tr>`)} /></${Part}>
     <${Part} title="Budget history" wide><${Table} caption="Budget history, newest 100" empty="No changes to your Budget yet."
       head=${[["When (UTC)"], ["Tokens", "num"], ["Change"], ["Key"], ["Note"]]}
       rows=${doc.budget_changes.map((b) => html`<tr><td class="nowrap">${stamp(b.at)}</td>
         <td class="num">${b.tokens > 0 ? "+" : ""}${number(b.tokens)}</td><td>${capital(b.what)}</td>
-        <td>${b.key || "Your Budget"}</td><td>${b.note || ""}</td></tr>`)} /></${Part}>
+        <td><${Name} text=${b.key || "Your Budget"} /></td><td>${b.note || ""}</td></tr>`)} /></${Part}>
   </div>`;
 }
 
