@@ -1,9 +1,10 @@
-"""The App's Mailer from the settings: SMTP with ACS_SMTP_URL, else .eml files in ACS_MAIL_OUTBOX; and
-the address that its mails link to."""
+"""The App's Mailer from the settings: SMTP with ACS_SMTP_URL, else .eml files in ACS_MAIL_OUTBOX; the
+address that its mails link to; and where the team's mail goes (ACS_TEAM_EMAIL)."""
 from __future__ import annotations
 
 from domain.settings import Settings
 from ledger.accounts.mail import Mailer, OutboxFolderMailer, SmtpMailer
+from ledger.accounts.team_mail import TeamMail
 
 
 def mailer_of(settings: Settings) -> Mailer:
@@ -18,3 +19,9 @@ def mail_base_url(settings: Settings) -> str:
     sender chooses (a reset link to someone else's host hands over the token). Only in development
     may it be unset (the settings refuse it elsewhere): then the embedded default's own address."""
     return ((settings.public_base_url or "").strip() or f"http://127.0.0.1:{settings.port}").rstrip("/")
+
+
+def team_mail_of(settings: Settings) -> TeamMail | None:
+    """None without ACS_TEAM_EMAIL: then no mail goes to the team."""
+    to = (settings.team_email or "").strip()
+    return TeamMail(to, mail_base_url(settings)) if to else None

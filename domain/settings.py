@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     smtp_url: SecretStr | None = None
     mail_from: str = "ACS Infra <infra@localhost>"
     mail_outbox: Path = REPO_ROOT / "var" / "outbox"
+    # Where each new Application and token request is mailed, through the same outbox (ACS_TEAM_EMAIL);
+    # None or empty: the team gets no mail.
+    team_email: str | None = None
     # The session cookie's Secure flag; None: set when the request came over https (or a proxy says so).
     session_cookie_secure: bool | None = None
 

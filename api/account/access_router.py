@@ -14,6 +14,7 @@ from api.auth import services_of
 from api.client_address import client_address
 from domain.account import access, sessions, sign_in
 from domain.completions.validation import text
+from domain.mail import team_mail_of
 
 router = APIRouter(prefix="/account")
 FORM_FIELDS = ("name", "organization", "planned_usage", "agree_to_rules", "how_you_heard", "links",
@@ -37,11 +38,15 @@ async def csrf_cookie(request: Request, response: Response) -> None:
 
 
 @router.post("/applications", status_code=201)
-async def apply(request: Request) -> dict:
+async def apply(request: Request, background: BackgroundTasks) -> dict:
     body = await bodies.read_fields(request, ("email", *FORM_FIELDS))
     email = text(bodies.required(body, "email"), "email")
     answers = _answers(body)
-    return await access.apply(services_of(request), email, answers, client_address(request))
+    services = services_of(request)
+    answer = await access.apply(services, email, answers, client_address(request))
+    if team_mail_of(services.settings) is not None:
+        background.add_task(access.send_mail, services)  # the team's mail, after the answer
+    return answer
 
 
 @router.get("/invites/{token}")

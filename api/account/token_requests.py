@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, BackgroundTasks, Request
 
 from api.account.session import AccountDep
 from api.admin import bodies
 from api.auth import services_of
 from domain import errors
-from domain.account import token_requests
+from domain.account import access, token_requests
 from domain.completions.validation import bad_type, text
+from domain.mail import team_mail_of
 
 router = APIRouter(prefix="/token-requests")
 FIELDS = ("tokens", "models", *token_requests.ANSWERS)
@@ -51,8 +52,12 @@ def _models(request: Request, body: dict[str, Any]) -> list[str]:
 
 
 @router.post("", status_code=201)
-async def ask_for_tokens(request: Request, account: AccountDep):
+async def ask_for_tokens(request: Request, account: AccountDep, background: BackgroundTasks):
     body = await bodies.read_fields(request, FIELDS)
     answers = {name: bodies.optional_text(body, name) for name in token_requests.ANSWERS}
     tokens, models = _tokens(body), _models(request, body)
-    return await token_requests.ask(services_of(request), account.user_id, tokens, models, answers)
+    services = services_of(request)
+    made = await token_requests.ask(services, account.user_id, tokens, models, answers)
+    if team_mail_of(services.settings) is not None:
+        background.add_task(access.send_mail, services)  # the team's mail, after the answer
+    return made

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from domain.mail import mail_base_url
+from domain.mail import mail_base_url, team_mail_of
 from domain.services import Services
 from ledger.accounts import access_links, sign_in
 from ledger.accounts.access_tries import Family, count_try
@@ -27,7 +27,7 @@ async def count(services: Services, family: Family, address: str, account: str |
 async def apply(services: Services, email: str, answers: dict[str, str], address: str) -> dict:
     await count(services, Family.applications, address, email)
     async with services.ledger.write_sessions() as session:
-        await submit(session, email, ApplicationForm(**answers), services.clock())
+        await submit(session, email, ApplicationForm(**answers), services.clock(), team=team_mail_of(services.settings))
     return {"status": "received"}
 
 

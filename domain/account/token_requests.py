@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from domain.mail import team_mail_of
 from domain.operations import token_requests
 from domain.operations.documents import iso
 from domain.services import Services
@@ -33,5 +34,6 @@ async def ask(services: Services, user_id: uuid.UUID, tokens: str | int, models:
     """`tokens` as written (50K), `models` catalog ids, `answers` the texts of ANSWERS."""
     form = token_requests.TokenRequestForm(tokens=tokens, models=models, **answers)
     async with services.ledger.write_sessions() as session:
-        made = await token_requests.ask(session, user_id, form, services.clock())
+        made = await token_requests.ask(session, user_id, form, services.clock(),
+                                        team=team_mail_of(services.settings))
     return request_document(made)

@@ -12,7 +12,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.tokens import grants
 from ledger.errors import LedgerError, NotFound, TokenRequestRefused, TokenRequestWaiting
+from ledger.accounts import team_mail
 from ledger.accounts.tables import User
+from ledger.accounts.team_mail import TeamMail
 from domain.operations import arguments
 from ledger.tokens.tables import PROJECT_MAX, TokenRequest, TokenRequestStatus
 
@@ -85,13 +87,17 @@ def _new_request(user_id: uuid.UUID, form: TokenRequestForm, now: datetime) -> T
                         links=optional["links"], when_needed=optional["when_needed"])
 
 
-async def ask(session: AsyncSession, user_id: uuid.UUID, form: TokenRequestForm, now: datetime) -> TokenRequest:
-    """Record a request; a User with one waiting gets TokenRequestWaiting."""
+async def ask(session: AsyncSession, user_id: uuid.UUID, form: TokenRequestForm, now: datetime, *,
+              team: TeamMail | None = None) -> TokenRequest:
+    """Record a request, and with `team` the team's mail about it, in one commit; a User with one
+    waiting gets TokenRequestWaiting."""
     request = _new_request(user_id, form, now)
     # The User's row lock orders two requests sent at once; the unique index backs it.
     await session.exec(select(User.id).where(User.id == user_id).with_for_update())
     if await _waiting_of(session, user_id) is not None:
         raise TokenRequestWaiting(WAITING)
+    # Before the add: its reads would flush the request, and the unique index's refusal must come at the commit.
+    await team_mail.queue_token_request(session, team, request, now)
     session.add(request)
     try:
         await session.commit()

@@ -19,6 +19,7 @@ from ledger.tokens import grants
 from ledger.accounts.tables import EMAIL_MAX, Application, ApplicationStatus, Invite, LinkPurpose
 from ledger.errors import ApplicationExists, EmailRefused, FormRefused, StatusChangeRefused
 from ledger.accounts.mail import queue_mail
+from ledger.accounts.team_mail import TeamMail, queue_application
 from ledger.accounts.tables import User, UserTag
 
 EXISTS = "An application from this email already exists."
@@ -73,11 +74,14 @@ async def refuse_taken(session: AsyncSession, email: str) -> None:
         raise ApplicationExists(EXISTS)
 
 
-async def submit(session: AsyncSession, email: str, form: ApplicationForm, now: datetime) -> Application:
+async def submit(session: AsyncSession, email: str, form: ApplicationForm, now: datetime, *,
+                 team: TeamMail | None = None) -> Application:
+    """The Application, waiting, and with `team` the team's mail about it, in one commit."""
     email, form = email_address(email), form.checked()
     await refuse_taken(session, email)
     application = Application(email=email, created_at=now, **vars(form))
     session.add(application)
+    queue_application(session, team, application, now)
     await session.commit()
     return application
 
