@@ -244,11 +244,15 @@ class Runner:
 
     async def _requeue_lapsed(self) -> None:
         """Rows whose Runner died: each kind's queue row says whether they run again or fail
-        (`queue.recover_lapsed`); a failure's result is the kind's handler's."""
+        (`queue.recover_lapsed`); a failure's result is the kind's handler's. This Runner's own
+        rows whose attempt still runs here are not among them: their renewal came late (a loaded
+        machine, a slow database), and the next one extends them."""
         now = utcnow()
         async with self.sessions() as session:
             lapsed = await queue.expired(session, now)
         for work in lapsed:
+            if work.lease_owner == self.owner and work.id in self.attempts:
+                continue
             handler = self.handlers.get(work.kind)
             failed = handler.failed if handler is not None else None
             kept_for = handler.kept_for if handler is not None else timedelta(0)

@@ -368,6 +368,26 @@ async def test_a_crash_found_by_the_lease_fails_the_run_which_keeps_its_text_and
     assert await playground.read(run["id"]) == failed
 
 
+@pytest.mark.fake(delay_s=0.05)
+async def test_a_runner_whose_renewal_came_late_does_not_fail_its_own_live_run(playground: Playground) -> None:
+    """A loaded machine or a slow database can hold a renewal past the lease (1 s here): the
+    Runner that holds the attempt is alive, so its own check of lapsed leases must leave it."""
+    run = await playground.one({**SKY, "max_tokens": 40})
+    runner = playground.runner()
+    await playground.wait(run["id"], "running", text=True)
+    for task in runner._watch:  # its renewals stop, as a late one's would
+        task.cancel()
+    work = await playground.work_of(run["id"])
+    async with playground.stack.services.ledger.write_sessions() as session:
+        await session.execute(update(Work).where(col(Work.id) == work.id).values(
+            lease_until=utcnow() - timedelta(seconds=5)))
+        await session.commit()
+    await runner._requeue_lapsed()
+    assert (await playground.work_of(run["id"])).status == WorkStatus.running
+    done = await playground.wait(run["id"], "completed", timeout_s=20)
+    assert text_of(done) == fake_text(40)
+
+
 async def test_a_suspended_users_queued_run_fails_and_holds_nothing(playground: Playground) -> None:
     """Its session ends with the suspension: the ledger shows the Run."""
     run = await playground.one()
