@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from email.message import EmailMessage
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from sqlmodel import select
 
 from ledger.accounts.tables import Application, ApplicationStatus, MailOutbox
 from tests.account_fixtures import browser_client
+from tests.unit.test_account_access import Outbox, outbox  # noqa: F401 - outbox: the fixture
 from tests.own_account import OwnAccount, sign_in
 
 TEAM = "team@acs.example.org"
@@ -23,24 +23,6 @@ APPLY = {"name": "Ada Lovelace", "organization": "Analytical Engines", "planned_
          "agree_to_rules": True, "expected_tokens": "2M"}
 ASK = {"tokens": "2.5M", "models": ["llama-8b"], "project": "Refusal directions",
        "planned_usage": "Activations of 20,000 prompts at 4 Layers.", "when_needed": "By June"}
-
-
-class Outbox:
-    """The stack's Mailer: keeps what it is handed."""
-
-    def __init__(self) -> None:
-        self.messages: list[EmailMessage] = []
-
-    async def send(self, message: EmailMessage) -> None:
-        self.messages.append(message)
-
-    def to(self, address: str) -> list[EmailMessage]:
-        return [message for message in self.messages if message["To"] == address]
-
-
-@pytest.fixture
-def outbox() -> Outbox:
-    return Outbox()
 
 
 @pytest.fixture
