@@ -24,6 +24,7 @@ SHELL = STATIC / "index.html"
 PAGES = (
     "/", "/sign-in", "/apply", "/set-password", "/forgot-password", "/reset-password",
     "/playground", "/loom", "/api-keys", "/usage", "/usage/request", "/profile", "/jobs",
+    "/admin", "/admin/users/{user_id}",
 )
 CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",

@@ -215,6 +215,12 @@ class App:
             assert answer.status_code == 200, answer.text
         return user
 
+    def approved_admin(self, tag: str, name: str | None = None) -> User:
+        """An approved User whom the admin command made an admin: the Admin page's visitor."""
+        user = self.approved_user(tag, name)
+        self.admin("user", "role", user.name, "admin")
+        return user
+
     def completion(self, key: str, prompt: str = "The sky is", max_tokens: int = 2) -> Any:
         """The spec's openai SDK example ("Send the key"), with the key from the App."""
         from openai import OpenAI

@@ -22,7 +22,10 @@ const ROUTES = {
   "/usage/request": ["token_request", "Request more tokens", true],
   "/profile": ["profile", "Profile", true],
   "/jobs": ["jobs", "Jobs", true],
+  "/admin": ["admin", "Admin", true],
 };
+// A User's page on Admin: /admin/users/<id>.
+const ADMIN_USER = ["admin_user", "User", true];
 const NOT_FOUND = ["not_found", "Page not found", null];
 const modules = {};
 
@@ -78,7 +81,7 @@ function SignedIn({ route, Page }) {
 function App() {
   const route = useRoute();
   const home = route.path === "/";
-  const entry = home ? null : ROUTES[route.path] || NOT_FOUND;
+  const entry = home ? null : ROUTES[route.path] || (/^\/admin\/users\/[^/]+$/.test(route.path) ? ADMIN_USER : NOT_FOUND);
   const Page = usePage(entry ? entry[0] : null);
   useEffect(() => {
     if (entry) document.title = `${entry[1]} · ACS Infra`;

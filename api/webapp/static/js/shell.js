@@ -19,6 +19,8 @@ const NAV = [
   { to: "/jobs", label: "Jobs" },
   { to: "/api-keys", label: "API Keys" },
 ];
+// Admin, for admins only, last (the spec's table of pages).
+const ADMIN = { to: "/admin", label: "Admin", match: (path) => path === "/admin" || path.startsWith("/admin/") };
 const COLLAPSED = "acs-nav-collapsed";
 
 function useNotice(path) {
@@ -79,7 +81,7 @@ function Navigation({ path, user }) {
   const who = user.name || user.email;
   return html`<nav class="nav" aria-label="The App">
     <ul class="nav-pages">
-      ${NAV.map((item) => {
+      ${(user.role === "admin" ? [...NAV, ADMIN] : NAV).map((item) => {
         const current = item.match ? item.match(path) : path === item.to;
         // The Playground's last address changes while its page is open: read it at the click.
         const fresh = typeof item.to === "function"

@@ -1,0 +1,26 @@
+"""feedback: feedback notes and screenshots
+
+Revision ID: 0017
+Revises: 0016
+Create Date: 2026-12-05
+
+"""
+from typing import Sequence, Union
+
+from alembic import op  # noqa: F401
+import sqlalchemy as sa  # noqa: F401
+
+
+# revision identifiers, used by Alembic.
+revision: str = '0017'
+down_revision: Union[str, Sequence[str], None] = '0016'
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
