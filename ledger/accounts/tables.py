@@ -29,6 +29,8 @@ from ledger.store.ids import uuid7
 
 KEY_NAME_MAX = 32
 KEY_PREFIX_LEN = 11  # "sk-acs-" and the next 4 characters, as the App shows a key.
+ORGANIZATION_MAX = 200  # as long as an Application's answer
+DISCORD_HANDLE_MAX = 100
 
 
 class Standing(str, enum.Enum):
@@ -69,6 +71,12 @@ class User(SQLModel, table=True):
     email: str | None = Field(default=None, sa_column=Column(String(320), nullable=True, unique=True))
     password_hash: str | None = Field(default=None, sa_column=Column(String(200), nullable=True))
     password_set_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
+    # What an admin types in Details on the User's page; None: the Users tab shows the Application's answer.
+    organization: str | None = Field(default=None, sa_column=Column(String(ORGANIZATION_MAX), nullable=True))
+    discord_handle: str | None = Field(default=None, sa_column=Column(String(DISCORD_HANDLE_MAX), nullable=True))
+    # Set by an admin's Delete: the User keeps its rows for the ledger, but is suspended, its keys revoked and its
+    # password gone for good (domain/operations/users.py, delete_user). A deleted User is never changed again.
+    deleted_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(), nullable=True))
 
 
 class UserTag(SQLModel, table=True):
