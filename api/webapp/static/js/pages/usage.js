@@ -1,28 +1,22 @@
 // Usage: the tokens used and left, for chosen days, key and model. The
 // address keeps the choice; the numbers are read again every minute.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { DayChart } from "../chart.js";
-import { addDays, capital, day, duration, lastUsed, number, parseDay, stamp, utcClock } from "../components/format.js";
+import { DayPicker, daysOf } from "../components/days.js";
+import { capital, day, duration, lastUsed, number, stamp, utcClock } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Meter } from "../components/meter.js";
 import { PageHeader } from "../notice.js";
 import { setQuery } from "../router.js";
 
 const REFRESH_MS = 60000;
-const RANGES = [
-  ["today", "Today"], ["last_7_days", "Last 7 days"], ["last_30_days", "Last 30 days"],
-  ["this_month", "This month"], ["last_month", "Last month"],
-];
 const SOURCES = { api: "API", playground: "Playground", loom: "Loom", jobs: "Jobs", harvests: "Harvests" };
 const COUNTED = { reported: "Reported", partial: "Partial", held: "Held" };
 
 function choiceOf(query) {
-  return {
-    range: query.get("range") || "", from: query.get("from") || "", to: query.get("to") || "",
-    key: query.get("key") || "", model: query.get("model") || "",
-  };
+  return { ...daysOf(query), key: query.get("key") || "", model: query.get("model") || "" };
 }
 
 function usagePath(choice) {
@@ -66,76 +60,12 @@ function useChoices() {
   return [keys, models];
 }
 
-/** A day typed as the App shows it ("4 Dec 2026"), not the browser's mm/dd/yyyy; the arrow keys
- * move it a day at a time. */
-function DayField({ id, label, value, onChange, invalid }) {
-  const step = (event) => {
-    const days = { ArrowUp: 1, ArrowDown: -1 }[event.key];
-    const current = parseDay(event.currentTarget.value);
-    if (!days || !current) return;
-    event.preventDefault();
-    onChange(day(addDays(current, days)));
-  };
-  return html`<div class="field field-inline day-field"><label for=${id}>${label}</label>
-    <input id=${id} type="text" inputmode="text" autocomplete="off" spellcheck="false" placeholder="4 Dec 2026"
-      aria-describedby="usage-days-hint" aria-invalid=${invalid ? "true" : "false"} value=${value}
-      onInput=${(e) => onChange(e.currentTarget.value)} onKeyDown=${step} /></div>`;
-}
-
-/** The calendar: a first and a last day, then Apply, in a panel under its button so that the
- * filters keep to one row. */
-function Calendar({ choice, pick }) {
-  const [open, setOpen] = useState(false);
-  const [from, setFrom] = useState("");
-  const [to, setTo] = useState("");
-  const [wrong, setWrong] = useState(null);
-  const box = useRef(null);
-  const button = useRef(null);
-  const shown = (value) => (value ? day(value) : "");
-  useEffect(() => { setFrom(shown(choice.from)); setTo(shown(choice.to)); setWrong(null); }, [choice.from, choice.to]);
-  useEffect(() => {
-    if (!open) return undefined;
-    box.current.querySelector("input").focus();
-    const outside = (event) => { if (!box.current.contains(event.target)) setOpen(false); };
-    document.addEventListener("pointerdown", outside);
-    return () => document.removeEventListener("pointerdown", outside);
-  }, [open]);
-  const close = () => { setOpen(false); button.current.focus(); };
-  const apply = (event) => {
-    event.preventDefault();
-    const first = parseDay(from);
-    const last = parseDay(to);
-    if (!first || !last) { setWrong(!first ? "first" : "last"); return; }
-    setWrong(null);
-    setOpen(false);
-    pick({ range: "", from: first, to: last });
-  };
-  const custom = Boolean(choice.from && choice.to);
-  return html`<div class="calendar-box" ref=${box} onKeyDown=${(e) => { if (e.key === "Escape" && open) close(); }}>
-    <button type="button" ref=${button} class=${custom ? "calendar-button chosen" : "calendar-button"}
-      aria-expanded=${open ? "true" : "false"} aria-controls="usage-calendar" onClick=${() => setOpen(!open)}>
-      Calendar</button>
-    <form id="usage-calendar" class="calendar" hidden=${!open} onSubmit=${apply}>
-      <${DayField} id="usage-from" label="First day" value=${from} onChange=${setFrom} invalid=${wrong === "first"} />
-      <${DayField} id="usage-to" label="Last day" value=${to} onChange=${setTo} invalid=${wrong === "last"} />
-      <button type="submit" disabled=${!from.trim() || !to.trim()}>Apply</button>
-      <p id="usage-days-hint" class="calendar-hint">Such as 4 Dec 2026. The arrow keys move a day.</p>
-      ${wrong ? html`<p class="calendar-hint form-error" role="alert">Write the ${wrong} day as a date, such as 4 Dec 2026.</p>` : null}
-    </form>
-  </div>`;
-}
-
 function Filters({ choice, keys, models }) {
-  const current = choice.from && choice.to ? null : choice.range || "this_month";
   const pick = (changes) => setQuery({ ...choice, ...changes });
   const keyName = keys.find((k) => k.id === choice.key)?.name;
   const model = models.find((m) => m.id === choice.model);
   return html`<div class="filters">
-    <div class="segmented" role="group" aria-label="Days">
-      ${RANGES.map(([value, label]) => html`<button type="button" aria-pressed=${current === value ? "true" : "false"}
-        onClick=${() => pick({ range: value === "this_month" ? "" : value, from: "", to: "" })}>${label}</button>`)}
-    </div>
-    <${Calendar} choice=${choice} pick=${pick} />
+    <${DayPicker} name="usage" days=${choice} pick=${pick} />
     <div class="selects">
       <div class="field field-inline"><label for="usage-key">Key</label>
         <select id="usage-key" value=${choice.key} title=${keyName || "All keys"} onChange=${(e) => pick({ key: e.currentTarget.value })}>
