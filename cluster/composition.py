@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -28,7 +28,7 @@ from domain.idempotency import Idempotency
 from domain.inference.breaker import CircuitBreaker
 from domain.inference.clients import EngineClient, HandleEngineClient, LocalEngineClient
 from domain.inference.gateway import ModelGateway
-from domain.mail import mailer_of
+from domain.mail import mailer_of, team_mail_of
 from domain.metrics.counts import Counts, counts_from_settings
 from domain.metrics.line import MeteredKeyLine
 from domain.metrics.scrape import LedgerReadings
@@ -201,7 +201,8 @@ def colocated_replica(model_handles: dict[str, DeploymentHandle], profile: str,
     here = serve.get_replica_context()
     replicas = {model_id: DeploymentRef(here.app_name, here.deployment) for model_id in catalog.models}
     operations = build_operations(write_sessions_of(db_engine), catalog, {}, pause_usd=settings.spend_pause_usd,
-                                  sample_s=settings.spend_sample_s, count_replicas=serve_replica_counter(replicas))
+                                  sample_s=settings.spend_sample_s, count_replicas=serve_replica_counter(replicas),
+                                  **_spend_warnings(settings))
     return IngressReplica(services, Colocated(list(engines.values()), Background(runner, operations)))
 
 
@@ -214,8 +215,14 @@ def runner_replica(model_handles: dict[str, DeploymentHandle], profile: str) -> 
     services, runner = services_with_runner(settings, catalog, handle_clients(model_handles), db_engine)
     _load_tokenizers(services)
     operations = build_operations(write_sessions_of(db_engine), catalog, model_handles,
-                                  pause_usd=settings.spend_pause_usd, sample_s=settings.spend_sample_s)
+                                  pause_usd=settings.spend_pause_usd, sample_s=settings.spend_sample_s,
+                                  **_spend_warnings(settings))
     return Background(runner, operations)
+
+
+def _spend_warnings(settings: Settings) -> dict[str, Any]:
+    """The warn amounts of the spend, mailed to ACS_TEAM_EMAIL through the outbox that the Runner sends."""
+    return {"warn_usd": tuple(sorted(settings.spend_warn_usd)), "team": team_mail_of(settings)}
 
 
 def handle_clients(model_handles: dict[str, DeploymentHandle]) -> dict[str, EngineClient]:

@@ -5,7 +5,8 @@ The Runner deployment has one replica in a cluster, so these run once:
 - the spend sampler: every `spend_sample_s` it counts each model's replicas in
   Ray Serve, records what their GPUs cost over that span, and pauses new GPU
   work when the spend that the pause counts reaches `spend_pause_usd` (only an
-  admin's Clear lifts the pause: `ledger/tokens/spend.py`);
+  admin's Clear lifts the pause: `ledger/tokens/spend.py`); as that count crosses a
+  warn amount, it mails the team once (`ledger/tokens/spend_warnings.py`);
 - the floor keeper: while a warm window of a model is on and the spend stop is
   off, it keeps one `keep_warm` call open on the model's Serve handle. Serve's
   autoscaler counts that call as an ongoing request, so the model keeps a floor
@@ -25,7 +26,9 @@ from datetime import datetime
 from typing import Any, Awaitable, Callable
 
 from deployments.catalog import Catalog
+from ledger.accounts.team_mail import TeamMail
 from ledger.tokens import spend
+from ledger.tokens import spend_warnings
 from ledger.tokens import warm
 from ledger.store.coltypes import utcnow
 
@@ -63,9 +66,11 @@ def prices_of(catalog: Catalog) -> dict[str, Price]:
 
 class SpendSampler:
     def __init__(self, sessions: Any, prices: dict[str, Price], count_replicas: CountReplicas, *,
-                 pause_usd: float, sample_s: float) -> None:
+                 pause_usd: float, sample_s: float, warn_usd: tuple[float, ...] = (),
+                 team: TeamMail | None = None) -> None:
         self.sessions, self.prices, self.count_replicas = sessions, prices, count_replicas
         self.pause_usd, self.sample_s = pause_usd, sample_s
+        self.warn_usd, self.team = warn_usd, team
         self._last_at: datetime | None = None
 
     async def tick(self, now: datetime) -> None:
@@ -77,12 +82,27 @@ class SpendSampler:
         async with self.sessions() as session:
             await spend.record_samples(session, samples, now)
         self._last_at = now
-        await self.pause_if_past(now)
-
-    async def pause_if_past(self, now: datetime) -> bool:
-        """True when this call paused new GPU work."""
         async with self.sessions() as session:
             counted = await spend.counted_since_clear(session, now)
+        await self.warn_if_past(now, counted)
+        await self.pause_if_past(now, counted)
+
+    async def warn_if_past(self, now: datetime, counted: float) -> list[float]:
+        """The warn amounts that `counted` crossed now, each mailed to the team once per crossing."""
+        if not self.warn_usd:
+            return []
+        async with self.sessions() as session:
+            crossed = await spend_warnings.warn_past(session, self.warn_usd, counted, self.pause_usd, self.team, now)
+        for amount in crossed:
+            log.warning("the GPUs cost $%.2f since the last Clear within 24 hours, past the warn amount $%.2f",
+                        counted, amount)
+        return crossed
+
+    async def pause_if_past(self, now: datetime, counted: float | None = None) -> bool:
+        """True when this call paused new GPU work."""
+        if counted is None:
+            async with self.sessions() as session:
+                counted = await spend.counted_since_clear(session, now)
         if counted < self.pause_usd:
             return False
         async with self.sessions() as session:
@@ -208,11 +228,13 @@ class Operations:
 
 def build_operations(sessions: Any, catalog: Catalog, handles: dict[str, Any], *, pause_usd: float,
                      sample_s: float, count_replicas: CountReplicas | None = None,
-                     clock: Clock = utcnow) -> Operations:
+                     clock: Clock = utcnow, warn_usd: tuple[float, ...] = (),
+                     team: TeamMail | None = None) -> Operations:
     """`sessions` write to the ledger (the pause locks the stop's row); the replicas are
-    counted from Serve unless the caller counts them."""
+    counted from Serve unless the caller counts them. `team` gets the warn amounts' mail."""
     counter = count_replicas or serve_replica_counter(handles)
-    sampler = SpendSampler(sessions, prices_of(catalog), counter, pause_usd=pause_usd, sample_s=sample_s)
+    sampler = SpendSampler(sessions, prices_of(catalog), counter, pause_usd=pause_usd, sample_s=sample_s,
+                           warn_usd=warn_usd, team=team)
     return Operations(sampler, FloorKeeper(sessions, handles), clock=clock)
 
 

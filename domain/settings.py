@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     # estimated from the model replicas counted this often (spec: "Spend limit").
     spend_pause_usd: float = 3000.0
     spend_sample_s: float = 60.0
+    # The amounts of that same count that mail the team (ACS_TEAM_EMAIL) once each time the spend
+    # crosses one: ACS_SPEND_WARN_USD='[1000, 2000]' (JSON); '[]' warns no one.
+    spend_warn_usd: list[float] = [1000.0, 2000.0]
     # The App's mail (password links): smtp://[user:pass@]host:port, smtp+starttls://... or smtps://...;
     # None: each mail is an .eml file in mail_outbox (a development machine without a mail server).
     smtp_url: SecretStr | None = None

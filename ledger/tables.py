@@ -5,5 +5,6 @@ from __future__ import annotations
 
 import ledger.accounts.tables  # noqa: F401
 import ledger.tokens.tables  # noqa: F401
+import ledger.tokens.spend_warnings  # noqa: F401  (SpendWarning)
 import ledger.work.idempotency  # noqa: F401  (IdempotencyRecord)
 import ledger.work.tables  # noqa: F401

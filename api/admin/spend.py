@@ -13,8 +13,11 @@ router = APIRouter(prefix="/v1/admin/spend")
 
 @router.get("")
 async def show_spend(request: Request, admin: AdminDep):
-    """The last 24 hours' GPU spend, by model, the amount that pauses new GPU work, and the stop."""
-    return await spend.show(services_of(request))
+    """The last 24 hours' GPU spend, by model, the amounts that warn the team and pause new GPU work,
+    and the stop; the GPU spend per day from `from` to `to` (UTC days, this month up to today by
+    default), and who used each model in the last 48 hours."""
+    bodies.read_query(request, ("from", "to"))
+    return await spend.show(services_of(request), bodies.query_day(request, "from"), bodies.query_day(request, "to"))
 
 
 @router.post("/lock")

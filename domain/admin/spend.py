@@ -1,6 +1,7 @@
 """An admin's GPU spend and its stop (spec: "Watch the spend"): a Lock and a Clear record who made them."""
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from domain.operations import documents, spend_page
@@ -8,10 +9,11 @@ from domain.operations.platform import platform_of_services
 from domain.services import Services
 
 
-async def show(services: Services) -> dict[str, Any]:
-    """The last 24 hours' GPU spend, by model, the amount that pauses new GPU work, and the stop."""
+async def show(services: Services, first: date | None = None, last: date | None = None) -> dict[str, Any]:
+    """The last 24 hours' GPU spend, by model, the amounts that warn the team and pause new GPU work,
+    the stop, the spend per day from `first` to `last`, and who used each model in the last 48 hours."""
     async with services.sessions() as session:
-        return documents.spend_page(await spend_page.spend_page(session, platform_of_services(services)))
+        return documents.spend_page(await spend_page.spend_page(session, platform_of_services(services), first, last))
 
 
 async def lock(services: Services, by: str, reason: str) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from ledger.tokens.tables import SpendStopChange
 from ledger.work.tables import Work
 from domain.operations.api_keys import KeyPage
 from domain.operations.background import WorkLine
-from domain.operations.spend_page import SpendPage
+from domain.operations.spend_page import SpendDays, SpendPage
 from domain.operations.tokens import BudgetLeft
 from domain.operations.usage_report import UsageReport
 from domain.operations.users import UserLine, UserPage
-from domain.operations.warm_windows import WindowLine
+from domain.operations.warm_windows import ModelLine, WindowLine
 
 Document = dict[str, Any]
 
@@ -125,9 +125,23 @@ def spend_page(page: SpendPage) -> Document:
     stop = page.stop
     return {"locked": stop.locked, "reason": stop.reason or None, "changed_at": iso(stop.changed_at),
             "last_24h_usd": usd(page.last_24h_usd), "counted_since_clear_usd": usd(page.counted_since_clear_usd),
+            "warn_usd": [usd(amount) for amount in page.warn_usd],
             "pause_usd": usd(page.pause_usd), "last_counted_at": iso(page.last_counted_at),
             "by_model": [model_spend(each) for each in page.by_model],
-            "changes": [stop_change(change) for change in page.changes]}
+            "changes": [stop_change(change) for change in page.changes],
+            "per_day": spend_days(page.per_day), "who_used": [model_user(each) for each in page.who_used]}
+
+
+def spend_days(found: SpendDays) -> Document:
+    """Every day, with each top model's spend and the others' as one (`other_usd`)."""
+    return {**days_of(found.first, found.last), "models": found.models,
+            "days": [{"day": day.isoformat(), "usd": {model: usd(spent.get(model, 0.0)) for model in found.models},
+                      "other_usd": usd(found.others.get(day, 0.0))} for day, spent in found.days]}
+
+
+def model_user(each: spend.ModelUser) -> Document:
+    return {"model": each.model_id, "user_id": str(each.user_id), "email": each.email, "name": each.name,
+            "completions": each.completions, "tokens": each.tokens, "usd": usd(each.usd)}
 
 
 def model_spend(each: spend.ModelSpend) -> Document:
@@ -137,6 +151,11 @@ def model_spend(each: spend.ModelSpend) -> Document:
 def stop_change(change: SpendStopChange) -> Document:
     return {"at": iso(change.at), "kind": change.kind.value, "by": change.by, "reason": change.reason or None,
             "usd": None if change.usd is None else usd(change.usd)}
+
+
+def model_line(line: ModelLine) -> Document:
+    return {"model": line.model_id, "floor": line.floor, "warm_now": line.warm_now,
+            "replica_hour_usd": usd(line.replica_hour_usd), "next_7_days_usd": usd(line.next_7_days_usd)}
 
 
 def window_line(line: WindowLine) -> Document:

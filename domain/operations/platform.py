@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from domain.services import Services
 
 DEFAULT_SPEND_PAUSE_USD = 3000.0  # the spec's Spend limit
+DEFAULT_SPEND_WARN_USD = (1000.0, 2000.0)  # below the pause: the team hears first
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class Platform:
     job_result_kept: timedelta = timedelta(days=30)
     # New GPU work pauses when the last 24 hours cost more (ACS_SPEND_PAUSE_USD).
     spend_pause_usd: float = DEFAULT_SPEND_PAUSE_USD
+    # The amounts of that count that mail the team (ACS_SPEND_WARN_USD), lowest first.
+    spend_warn_usd: tuple[float, ...] = DEFAULT_SPEND_WARN_USD
     # What one Warm hour of each served model costs: its replica's GPUs at the catalog's
     # price per GPU-hour. Its keys are the models a window may keep Warm.
     replica_hour_usd: Mapping[str, float] = field(default_factory=dict)
@@ -35,6 +38,7 @@ def platform_of(settings: Settings, catalog: Any, clock: Callable[[], datetime] 
         monthly_allowance=settings.monthly_allowance,
         job_result_kept=timedelta(seconds=settings.job_result_kept_s),
         spend_pause_usd=settings.spend_pause_usd,
+        spend_warn_usd=tuple(sorted(settings.spend_warn_usd)),
         replica_hour_usd={model_id: spec.replica_hour_usd for model_id, spec in catalog.models.items()},
         clock=clock,
     )

@@ -40,6 +40,31 @@ def window_line(window: WarmWindow, platform: Platform, now: datetime) -> Window
     return WindowLine(window, warm.is_on(window, now), hours, hours * price, coming * price)
 
 
+@dataclass(frozen=True)
+class ModelLine:
+    """A served model as the Models tab lists it (spec: "Keep a model Warm")."""
+
+    model_id: str
+    floor: int  # the replicas that Inference keeps running without requests
+    warm_now: bool  # a window keeps one replica now (none while the spend stop is on)
+    replica_hour_usd: float  # one Warm hour
+    next_7_days_usd: float  # what its windows cost in the next 7 days
+
+
+def model_lines(platform: Platform, floors: dict[str, int], lines: list[WindowLine],
+                stopped: bool) -> list[ModelLine]:
+    """Each served model with its floor and what its windows cost in the next 7 days. A window that is
+    on lifts the floor to one replica, unless the spend stop is on."""
+    found = []
+    for model_id, price in platform.replica_hour_usd.items():
+        own = [line for line in lines if line.window.model_id == model_id]
+        warm_now = not stopped and any(line.on_now for line in own)
+        floor = floors.get(model_id, 0)
+        found.append(ModelLine(model_id, max(floor, 1) if warm_now else floor, warm_now, price,
+                               sum(line.next_7_days_usd for line in own)))
+    return found
+
+
 async def window_lines(session: AsyncSession, platform: Platform, model_id: str | None = None) -> list[WindowLine]:
     now = platform.clock()
     return [window_line(window, platform, now) for window in await warm.windows(session, model_id, now=now)]

@@ -13,9 +13,10 @@ so a Clear is never undone by the spend that it lifted; only a Clear lifts it.
 """
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlmodel import col
@@ -25,7 +26,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from ledger.store import driver_sql
 from ledger.store.coltypes import utcnow
 from ledger.store.columns import table_of
-from ledger.tokens.tables import SpendSample, SpendStop, SpendStopChange, StopChangeKind
+from ledger.accounts.tables import User
+from ledger.tokens.tables import Hold, HoldState, SpendSample, SpendStop, SpendStopChange, StopChangeKind
+from ledger.tokens.usage import midnight, utc_day
 
 DAY = timedelta(hours=24)
 # Who made a pause at the stop amount: no admin, the platform itself.
@@ -90,6 +93,59 @@ async def by_model(session: AsyncSession, start: datetime, end: datetime) -> lis
     rows = (await session.execute(query)).all()
     await session.rollback()
     return [ModelSpend(model_id, float(spent), float(hours)) for model_id, spent, hours in rows]
+
+
+@dataclass(frozen=True)
+class DaySpend:
+    day: date
+    model_id: str
+    usd: float
+
+
+async def by_day(session: AsyncSession, first: date, last: date) -> list[DaySpend]:
+    """The spend of each model on each UTC day from `first` to `last` (the days with samples)."""
+    day = utc_day(session, col(SpendSample.at)).label("day")
+    query = (select(day, col(SpendSample.model_id), func.sum(SpendSample.usd))
+             .where(col(SpendSample.at) >= midnight(first), col(SpendSample.at) < midnight(last + timedelta(days=1)))
+             .group_by(day, col(SpendSample.model_id)).order_by(day, col(SpendSample.model_id)))
+    rows = (await session.execute(query)).all()
+    await session.rollback()
+    return [DaySpend(date.fromisoformat(str(d)[:10]), model_id, float(usd)) for d, model_id, usd in rows]
+
+
+@dataclass(frozen=True)
+class ModelUser:
+    """One User's Completions of one model in a span, and their part of its spend by their share of its tokens."""
+
+    model_id: str
+    user_id: uuid.UUID
+    email: str | None
+    name: str
+    completions: int
+    tokens: int
+    usd: float
+
+
+async def who_used(session: AsyncSession, start: datetime, end: datetime) -> list[ModelUser]:
+    """Each User's settled Completions of each model that started in [start, end), most tokens
+    first within a model; a model's spend in (start, end] is shared by the tokens."""
+    tokens = func.sum(col(Hold.used))
+    query = (select(col(Hold.model), col(Hold.user_id), col(User.email), col(User.name), func.count(), tokens)
+             .join(User, col(User.id) == col(Hold.user_id))
+             .where(col(Hold.state) == HoldState.settled, col(Hold.created_at) >= start, col(Hold.created_at) < end)
+             .group_by(col(Hold.model), col(Hold.user_id), col(User.email), col(User.name)))
+    rows = [(model, user_id, email, name, int(n), int(used or 0))
+            for model, user_id, email, name, n, used in (await session.execute(query)).all()]
+    await session.rollback()
+    spent = {each.model_id: each.usd for each in await by_model(session, start, end)}
+    model_tokens: dict[str, int] = {}
+    for model, *_, used in rows:
+        model_tokens[model] = model_tokens.get(model, 0) + used
+    lines = [ModelUser(model, user_id, email, name, n, used,
+                       spent.get(model, 0.0) * used / model_tokens[model] if model_tokens[model] else 0.0)
+             for model, user_id, email, name, n, used in rows]
+    return sorted(lines, key=lambda line: (-spent.get(line.model_id, 0.0), line.model_id, -line.tokens,
+                                           line.email or ""))
 
 
 async def last_counted(session: AsyncSession) -> datetime | None:

@@ -19,8 +19,14 @@ depends_on: Union[str, Sequence[str], None] = None
 
 
 def upgrade() -> None:
-    pass
+    # The warn amounts that the spend is past, each mailed once when it crossed (ledger/tokens/spend_warnings.py).
+    op.create_table('spend_warnings',
+    sa.Column('amount_cents', sa.BigInteger(), autoincrement=False, nullable=False),
+    sa.Column('crossed_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('spend_usd', sa.Float(), nullable=False),
+    sa.PrimaryKeyConstraint('amount_cents', name=op.f('pk_spend_warnings'))
+    )
 
 
 def downgrade() -> None:
-    pass
+    op.drop_table('spend_warnings')
