@@ -4,6 +4,7 @@ subdomain's own module (ledger/accounts/tables.py, ledger/tokens/tables.py, ledg
 from __future__ import annotations
 
 import ledger.accounts.tables  # noqa: F401
+import ledger.accounts.user_notes  # noqa: F401  (UserNote)
 import ledger.tokens.tables  # noqa: F401
 import ledger.tokens.spend_warnings  # noqa: F401  (SpendWarning)
 import ledger.work.idempotency  # noqa: F401  (IdempotencyRecord)

@@ -23,7 +23,7 @@ QUERY = ("range", "from", "to", "key", "model")
 BOTH_WAYS = "Choose a range, or from and to, not both."
 
 
-def _days(query: dict[str, str], now: datetime) -> tuple[date, date]:
+def days_asked(query: dict[str, str], now: datetime) -> tuple[date, date]:
     """The days that the query names: a range, or from and to (both), else this month up to today."""
     if "range" in query and ("from" in query or "to" in query):
         raise errors.InvalidRequest(BOTH_WAYS, "range")
@@ -43,7 +43,7 @@ async def read_usage(request: Request, account: AccountDep):
     services = services_of(request)
     now = services.clock()
     query = bodies.read_query(request, QUERY)
-    first, last = _days(query, now)
+    first, last = days_asked(query, now)
     key_id = bodies.optional_id(query, "key", "an API key id")
     return await usage.usage(services, account.user_id, first, last, key_id, query.get("model"), now)
 

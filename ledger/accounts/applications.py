@@ -168,3 +168,11 @@ async def list_applications(session: AsyncSession, status: ApplicationStatus | N
     if status is not None:
         query = query.where(Application.status == status)
     return list(await session.exec(query))
+
+
+async def application_of_user(session: AsyncSession, user_id: uuid.UUID) -> Application | None:
+    """The Application that made the User (approved, or an Invite's form), newest first; None for a User
+    made otherwise (the command line, an admin's route)."""
+    query = (select(Application).where(Application.user_id == user_id)
+             .order_by(col(Application.created_at).desc()))
+    return (await session.exec(query)).first()
