@@ -18,7 +18,6 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from cluster.admin_cli.text import print_json, print_table, when
 from ledger.errors import LedgerError
 from domain.operations import arguments, token_requests
-from domain.operations.documents import iso
 from ledger.tokens.tables import TokenRequestStatus
 
 
@@ -29,22 +28,11 @@ def request_id(text: str) -> uuid.UUID:
         raise LedgerError(f"{text!r} is not a token request id: `token-request list` shows them.") from None
 
 
-def line_document(line: token_requests.RequestLine) -> dict[str, Any]:
-    request = line.request
-    return {"id": str(request.id), "user": {"id": str(request.user_id), "name": line.user_name,
-                                            "email": line.user_email},
-            "created_at": iso(request.created_at), "tokens": request.tokens, "models": request.models,
-            "project": request.project, "planned_usage": request.planned_usage,
-            **{name: getattr(request, name) for name in token_requests.OPTIONAL},
-            "status": request.status.value, "granted": request.granted, "note": request.note,
-            "decided_at": iso(request.decided_at), "decided_by": request.decided_by}
-
-
 async def list_requests(session: AsyncSession, args: argparse.Namespace, config: Any) -> None:
     status = TokenRequestStatus(args.status) if args.status else None
     lines = await token_requests.request_lines(session, status)
     if args.json:
-        return print_json({"token_requests": [line_document(line) for line in lines]})
+        return print_json({"token_requests": [token_requests.line_document(line) for line in lines]})
     header = ("ID", "USER", "SENT", "TOKENS", "MODELS", "PROJECT", "STATUS", "GRANTED")
     print_table(header, [_row(line) for line in lines])
 

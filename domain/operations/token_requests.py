@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
@@ -16,6 +17,7 @@ from ledger.accounts import team_mail
 from ledger.accounts.tables import User
 from ledger.accounts.team_mail import TeamMail
 from domain.operations import arguments
+from domain.operations.documents import iso
 from ledger.tokens.tables import PROJECT_MAX, TokenRequest, TokenRequestStatus
 
 TOKENS_UNREADABLE = "Write the tokens as a number, such as 50K or 2.5M."
@@ -127,6 +129,29 @@ async def request_lines(session: AsyncSession, status: TokenRequestStatus | None
     query = query.order_by(col(TokenRequest.created_at))
     return [RequestLine(request, user.name, getattr(user, "email", None))
             for request, user in await session.exec(query)]
+
+
+async def request_line(session: AsyncSession, request_id: uuid.UUID) -> RequestLine:
+    """One request with its User, as `request_lines` lists it."""
+    query = select(TokenRequest, User).join(User, col(User.id) == col(TokenRequest.user_id))
+    found = (await session.exec(query.where(TokenRequest.id == request_id))).first()
+    if found is None:
+        raise NotFound(f"No token request has the id {request_id}.")
+    request, user = found
+    return RequestLine(request, user.name, getattr(user, "email", None))
+
+
+def line_document(line: RequestLine) -> dict[str, Any]:
+    """A request with its User and every answer, as `token-request list --json` prints it and the admin
+    routes answer it."""
+    request = line.request
+    return {"id": str(request.id), "user": {"id": str(request.user_id), "name": line.user_name,
+                                            "email": line.user_email},
+            "created_at": iso(request.created_at), "tokens": request.tokens, "models": request.models,
+            "project": request.project, "planned_usage": request.planned_usage,
+            **{name: getattr(request, name) for name in OPTIONAL},
+            "status": request.status.value, "granted": request.granted, "note": request.note,
+            "decided_at": iso(request.decided_at), "decided_by": request.decided_by}
 
 
 async def _waiting_request(session: AsyncSession, request_id: uuid.UUID) -> TokenRequest:
