@@ -96,3 +96,10 @@ export function duration(ms) {
 export function capital(word) {
   return word ? word[0].toUpperCase() + word.slice(1) : "";
 }
+
+const DOLLARS = new Intl.NumberFormat("en-US", { style: "currency", currency: "USD" });
+
+/** "$1,234.50": the GPU spend and what a warm window costs. */
+export function usd(value) {
+  return value === null || value === undefined ? "—" : DOLLARS.format(value);
+}
