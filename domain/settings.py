@@ -127,6 +127,14 @@ class Settings(BaseSettings):
     team_email: str | None = None
     # The session cookie's Secure flag; None: set when the request came over https (or a proxy says so).
     session_cookie_secure: bool | None = None
+    # Support and Feedback (the App's Support menu, Send feedback): the Discord server's invite, which
+    # /account/me hands the App (None or empty: no Discord in the menu); where a note also becomes a
+    # Linear issue, the API key (sent as Authorization) and the team's id (None: notes stay here alone).
+    discord_invite_url: str | None = None
+    linear_api_key: SecretStr | None = None
+    linear_team_id: str | None = None
+    linear_api_url: str = "https://api.linear.app/graphql"
+    linear_timeout_s: float = 20.0
 
     @model_validator(mode="after")
     def check_link_secret(self) -> Settings:
@@ -192,6 +200,16 @@ class Settings(BaseSettings):
             "would have no address of the App to link to. Set it to the platform's public URL, such as "
             "https://infra.example.org."
         )
+
+    @model_validator(mode="after")
+    def check_linear(self) -> Settings:
+        # A key without a team would fail each note's issue, quietly: say so at the start instead.
+        if (self.linear_api_key and self.linear_api_key.get_secret_value().strip()
+                and not (self.linear_team_id or "").strip()):
+            raise ValueError("ACS_LINEAR_API_KEY is set, and ACS_LINEAR_TEAM_ID is empty: Linear needs the team that "
+                             "feedback notes become issues of. Set it to the team's id (Linear's Settings, the "
+                             "team's page, or the API's `teams` query).")
+        return self
 
     @model_validator(mode="after")
     def check_trusted_proxies(self) -> Settings:

@@ -4,6 +4,7 @@ subdomain's own module (ledger/accounts/tables.py, ledger/tokens/tables.py, ledg
 from __future__ import annotations
 
 import ledger.accounts.tables  # noqa: F401
+import ledger.accounts.feedback  # noqa: F401  (FeedbackNote: the App's feedback notes)
 import ledger.accounts.user_notes  # noqa: F401  (UserNote)
 import ledger.tokens.tables  # noqa: F401
 import ledger.tokens.spend_warnings  # noqa: F401  (SpendWarning)

@@ -8,6 +8,7 @@ from typing import Any
 
 from domain.account.access import count
 from domain.services import Services
+from domain.settings import Settings
 from ledger.accounts import keys, sign_in
 from ledger.accounts.access_tries import Family
 
@@ -39,4 +40,12 @@ async def me(services: Services, user_id: uuid.UUID, email: str, name: str, role
     async with services.sessions() as session:
         has_key = bool(await keys.list_keys(session, user_id))
     # No sign-in provider is offered yet: `providers` lists the linked ones when there are.
-    return {"id": str(user_id), "email": email, "name": name, "role": role, "has_key": has_key, "providers": []}
+    return ({"id": str(user_id), "email": email, "name": name, "role": role, "has_key": has_key, "providers": []}
+            | support_links(services.settings))
+
+
+def support_links(settings: Settings) -> dict[str, str]:
+    """The Support menu's links that an install sets up: `discord_invite_url` when ACS_DISCORD_INVITE_URL is set
+    (the App shows Discord only then); none otherwise, so the document is as before."""
+    invite = (settings.discord_invite_url or "").strip()
+    return {"discord_invite_url": invite} if invite else {}

@@ -1,0 +1,1 @@
+"""Send feedback and the notes that Admin's Feedback tab reads: validation, storage, Linear."""
