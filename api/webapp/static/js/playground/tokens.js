@@ -101,10 +101,14 @@ export function TokenText({ choice, heatmap, selected, onSelect, label }) {
   return html`<div class="run-text run-tokens" ref=${list} role="group" aria-label=${label}>
     ${tokens.map((t, i) => {
       const heat = heatmap && t.logprob !== null && t.logprob !== undefined ? ` heat heat-${band(t.logprob)}` : "";
-      const name = t.logprob === null || t.logprob === undefined ? t.token : `${t.token}, ${percent(t.logprob)}`;
+      const share = t.logprob === null || t.logprob === undefined ? null : percent(t.logprob);
+      // The name is the token's own text, then its share as hidden text: an aria-label would have to
+      // hold the visible text word for word, and axe-core splits some scripts (katakana) into
+      // words differently with and without the share after them (label-content-name-mismatch).
+      // The share is a mark, so that a copy of the page's text leaves it out.
       return html`<span role="button" class=${`tok${heat}`} tabindex=${i === stop ? "0" : "-1"}
-        aria-pressed=${selected === i ? "true" : "false"} aria-label=${name} title=${t.logprob === null || t.logprob === undefined ? undefined : percent(t.logprob)}
-        onClick=${() => onSelect(selected === i ? null : i)} onKeyDown=${(event) => onKey(event, i)}>${heatmap ? html`<${Marked} text=${t.token} />` : t.token}</span>`;
+        aria-pressed=${selected === i ? "true" : "false"} title=${share || undefined}
+        onClick=${() => onSelect(selected === i ? null : i)} onKeyDown=${(event) => onKey(event, i)}>${heatmap ? html`<${Marked} text=${t.token} />` : t.token}${share ? html`<span class="mark visually-hidden">, ${share}</span>` : null}</span>`;
     })}
   </div>`;
 }
