@@ -3,7 +3,7 @@ the platform's analytics"; the Spend tab is `spend_page`). The counting is `ledg
 from __future__ import annotations
 
 import uuid
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -25,13 +25,45 @@ async def tab(session: AsyncSession, platform: Platform, name: str, first: date 
     now = platform.clock()
     first, last = days_or_this_month(now, first, last)
     if name == "users":
-        found = documents.user_numbers(await analytics.user_numbers(session, first, last, now))
+        users = await analytics.user_numbers(session, first, last, now)
+        found = {**documents.user_numbers(users), **_user_days(users)}
     elif name == "budget":
-        check_days(first, last)  # the Budget tab counts this month whatever the days
-        found = documents.budget_numbers(await analytics.budget_numbers(session, now, platform.monthly_allowance))
+        check_days(first, last)  # who is near their allowance is of this month; the refusals are of the days
+        budget = await analytics.budget_numbers(session, now, platform.monthly_allowance, first, last)
+        found = {**documents.budget_numbers(budget),
+                 "daily": [{"day": d.isoformat(), "refused_requests": n} for d, n in budget.refused_per_day.items()]}
     elif name == "platform":
-        found = documents.platform_numbers(await analytics.platform_numbers(session, first, last))
+        numbers = await analytics.platform_numbers(session, first, last)
+        found = {**documents.platform_numbers(numbers), **_platform_days(numbers, first, last)}
     else:
         found = documents.usage_numbers(await analytics.usage_numbers(session, first, last, user_id=user_id,
                                                                       model=model))
+        # What All Users offers: every User with a Completion in the days, whoever is chosen.
+        found["users"] = [{"id": str(user_id), "name": user_name}
+                          for user_id, user_name in await analytics.users_with_completions(session, first, last)]
     return {**documents.days_of(first, last), **found}
+
+
+def _user_days(numbers: analytics.UserNumbers) -> dict[str, Any]:
+    """The Users tab's Daily numbers, and what waits for a decision. `feedback` stays None until the
+    Feedback notes have a table to count (Send feedback, built beside this tab)."""
+    return {"applications_waiting": numbers.applications_waiting,
+            "daily": [{"day": d.day.isoformat(), "new_users": d.new_users,
+                       "new_users_active_within_24h": d.new_users_active_within_24h,
+                       "active_users": d.active_users, "feedback": None} for d in numbers.daily]}
+
+
+def _platform_days(numbers: analytics.PlatformNumbers, first: date, last: date) -> dict[str, Any]:
+    """The Platform tab's Daily numbers, every day from `first` to `last` (a quiet day reads 0), and its
+    Users of each hour in each of five time zones."""
+    ended = {d.day: d for d in numbers.days}
+    daily = []
+    for n in range((last - first).days + 1):
+        day = first + timedelta(days=n)
+        counts = ended.get(day)
+        completed, failed, stopped = (counts.completed, counts.failed, counts.stopped) if counts else (0, 0, 0)
+        daily.append({"day": day.isoformat(), "completed": completed, "failed": failed, "stopped": stopped,
+                      "requests": completed + failed + stopped,
+                      "gpu_usd": documents.usd(numbers.spend_by_day.get(day, 0.0))})
+    return {"daily": daily,
+            "users_by_hour": [{"time_zone": zone, "users": hours} for zone, hours in numbers.users_by_hour.items()]}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
@@ -18,15 +18,20 @@ from sqlalchemy import func
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from ledger.accounts.tables import ApiKey, Role, User
-from ledger.tokens.tables import Grant, Hold, HoldState, MonthlyUsage, SpendSample, UsageSource, UsageStatus
-from ledger.tokens.refusals import refusals_between
+from zoneinfo import ZoneInfo
+
+from ledger.accounts.tables import ApiKey, Application, ApplicationStatus, Role, User
+from ledger.tokens.tables import (BudgetRefusal, Grant, Hold, HoldState, MonthlyUsage, SpendSample, UsageSource,
+                                  UsageStatus)
 from ledger.tokens.holds import month_of, next_month_start
 from ledger.tokens.usage import check_days, midnight, utc_day
 
 NEAR_ALLOWANCE = 0.9  # the Usage page's meter turns orange from 90% used
 NEWEST = 100          # the newest Completions and Budget changes a tab lists
 CLOSEST = 10          # the Users closest to their allowance
+# The Platform tab's Users of each hour, in five time zones: the Americas' two coasts, UTC, Europe and
+# East Asia, so an admin sees when each region's Users work without converting hours by hand.
+ZONES = ("America/Los_Angeles", "America/New_York", "UTC", "Europe/Berlin", "Asia/Tokyo")
 
 
 class Engagement(str, enum.Enum):
@@ -98,7 +103,24 @@ def _utc(moment: datetime | None) -> datetime | None:
     return parsed.replace(tzinfo=timezone.utc)
 
 
+def _aware(moment: Any) -> datetime:
+    """A stored time that is never None, in UTC (see _utc)."""
+    found = _utc(moment)
+    assert found is not None
+    return found
+
+
 # The Users tab -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class UserDay:
+    """The Users tab's numbers of one UTC day (its Daily numbers)."""
+
+    day: date
+    new_users: int                    # who joined that day
+    new_users_active_within_24h: int  # of those, who ran a Completion within 24 hours of joining
+    active_users: int                 # who ran a Completion that day
+
+
 @dataclass(frozen=True)
 class UserNumbers:
     users: int                       # every User but admins, as of now
@@ -107,25 +129,54 @@ class UserNumbers:
     active_last_7_days: int
     engagement: dict[Engagement, int]
     new_users_per_day: dict[date, int]
+    applications_waiting: int = 0    # as of now, whatever the days: what waits for a decision
+    daily: list[UserDay] = field(default_factory=list)  # each day from the first to the last
 
 
 async def user_numbers(session: AsyncSession, first: date, last: date, now: datetime) -> UserNumbers:
+    """The numbers about Users, admins (the team's accounts) left out of each."""
     check_days(first, last)
     people = list((await session.exec(select(User.id, User.created_at).where(User.role != Role.admin))).all())
     firsts = dict((await session.exec(select(Hold.user_id, func.min(col(Hold.created_at)))
                                       .where(_settled()).group_by(col(Hold.user_id)))).all())
     lasts = await activity(session, now)
     start, end = midnight(first), midnight(last + timedelta(days=1))
-    new = [(user_id, joined) for user_id, joined in people if start <= joined < end]
+    new = [(user_id, _aware(joined)) for user_id, joined in people if start <= _aware(joined) < end]
     per_day: dict[date, int] = defaultdict(int)
-    for _, joined in new:
+    quick_per_day: dict[date, int] = defaultdict(int)
+    for user_id, joined in new:
         per_day[joined.date()] += 1
-    quick = sum(1 for user_id, joined in new
-                if (begun := _utc(firsts.get(user_id))) is not None and joined <= begun <= joined + timedelta(hours=24))
+        begun = _utc(firsts.get(user_id))
+        if begun is not None and joined <= begun <= joined + timedelta(hours=24):
+            quick_per_day[joined.date()] += 1
     counts = {kind: 0 for kind in Engagement}
     for user_id, _ in people:
         counts[lasts.get(user_id, NO_ACTIVITY).engagement(now)] += 1
-    return UserNumbers(len(people), len(new), quick, counts[Engagement.active], counts, dict(sorted(per_day.items())))
+    active = await active_users_per_day(session, first, last)
+    daily = [UserDay(d, per_day.get(d, 0), quick_per_day.get(d, 0), active.get(d, 0))
+             for d in _each_day(first, last)]
+    return UserNumbers(len(people), len(new), sum(quick_per_day.values()), counts[Engagement.active], counts,
+                       dict(sorted(per_day.items())), await applications_waiting(session), daily)
+
+
+async def applications_waiting(session: AsyncSession) -> int:
+    return (await session.exec(select(func.count()).select_from(Application)
+                               .where(Application.status == ApplicationStatus.waiting))).one()
+
+
+async def active_users_per_day(session: AsyncSession, first: date, last: date) -> dict[date, int]:
+    """How many Users, admins left out, ran a Completion on each UTC day that had one."""
+    day = utc_day(session, col(Hold.created_at)).label("day")
+    query = (select(day, Hold.user_id).join(User, col(User.id) == col(Hold.user_id))
+             .where(_settled(), *_within(first, last), User.role != Role.admin).distinct())
+    found: dict[date, int] = defaultdict(int)
+    for text, _ in await session.exec(query):
+        found[date.fromisoformat(str(text)[:10])] += 1
+    return dict(found)
+
+
+def _each_day(first: date, last: date) -> list[date]:
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
 
 
 # The Budget tab --------------------------------------------------------------------------
@@ -147,11 +198,16 @@ class BudgetNumbers:
     at_allowance: int
     near_allowance: int  # 90% used or more, not yet all
     closest: list[AllowanceLine]
-    # The requests that the Budget could not hold (429 budget_exceeded) this UTC month.
+    # The requests that the Budget could not hold (429 budget_exceeded) in the days (this UTC month when
+    # none are given), and of each of those days.
     refused_requests: int = 0
+    refused_per_day: dict[date, int] = field(default_factory=dict)
 
 
-async def budget_numbers(session: AsyncSession, now: datetime, default_allowance: int) -> BudgetNumbers:
+async def budget_numbers(session: AsyncSession, now: datetime, default_allowance: int,
+                         first: date | None = None, last: date | None = None) -> BudgetNumbers:
+    """Who is at or near their allowance is of this UTC month, whatever the days; the refused
+    requests are of the days from `first` to `last` (this month up to now by default)."""
     query = (select(User.id, User.name, User.monthly_allowance, MonthlyUsage.used)
              .outerjoin(MonthlyUsage, (col(MonthlyUsage.user_id) == col(User.id))
                         & (col(MonthlyUsage.month) == month_of(now)))
@@ -161,9 +217,21 @@ async def budget_numbers(session: AsyncSession, now: datetime, default_allowance
     at = sum(1 for line in lines if line.share_used >= 1)
     near = sum(1 for line in lines if NEAR_ALLOWANCE <= line.share_used < 1)
     closest = sorted((line for line in lines if line.used > 0), key=lambda line: (-line.share_used, line.name))
-    month_start = now.astimezone(timezone.utc).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    refused = await refusals_between(session, month_start, now + timedelta(seconds=1))
-    return BudgetNumbers(at, near, closest[:CLOSEST], refused)
+    today = now.astimezone(timezone.utc).date()
+    first, last = first or today.replace(day=1), last or today
+    refused = await refusals_per_day(session, first, last)
+    return BudgetNumbers(at, near, closest[:CLOSEST], sum(refused.values()),
+                         {d: refused.get(d, 0) for d in _each_day(first, last)})
+
+
+async def refusals_per_day(session: AsyncSession, first: date, last: date) -> dict[date, int]:
+    """The requests that the Budget could not hold on each UTC day that had one."""
+    query = select(BudgetRefusal.at).where(col(BudgetRefusal.at) >= midnight(first),
+                                           col(BudgetRefusal.at) < midnight(last + timedelta(days=1)))
+    found: dict[date, int] = defaultdict(int)
+    for at in await session.exec(query):
+        found[_aware(at).astimezone(timezone.utc).date()] += 1
+    return dict(found)
 
 
 def _allowance_line(user_id: uuid.UUID, name: str, allowance: int, used: int, now: datetime) -> AllowanceLine:
@@ -203,6 +271,9 @@ class PlatformNumbers:
     by_model: list[Share]
     spend_by_day: dict[date, float]     # GPU USD, as the Spend tab counts it
     spend_by_model: dict[str, float]
+    # Of each time zone in ZONES, how many Users (admins left out) ran a Completion in each hour of the
+    # day (0 to 23, that zone's clock) on any of the days.
+    users_by_hour: dict[str, list[int]] = field(default_factory=dict)
 
 
 async def platform_numbers(session: AsyncSession, first: date, last: date) -> PlatformNumbers:
@@ -217,7 +288,21 @@ async def platform_numbers(session: AsyncSession, first: date, last: date) -> Pl
             for d, c in sorted(counts.items())]
     spend_day, spend_model = await _spend(session, first, last)
     return PlatformNumbers(days, await shares(session, col(Hold.source), first, last),
-                           await shares(session, col(Hold.model), first, last), spend_day, spend_model)
+                           await shares(session, col(Hold.model), first, last), spend_day, spend_model,
+                           await users_by_hour(session, first, last))
+
+
+async def users_by_hour(session: AsyncSession, first: date, last: date) -> dict[str, list[int]]:
+    """How many Users, admins left out, ran a Completion in each hour of the day, in each of ZONES."""
+    query = (select(Hold.user_id, Hold.created_at).join(User, col(User.id) == col(Hold.user_id))
+             .where(_settled(), *_within(first, last), User.role != Role.admin))
+    seen: dict[str, list[set[uuid.UUID]]] = {zone: [set() for _ in range(24)] for zone in ZONES}
+    zones = {zone: ZoneInfo(zone) for zone in ZONES}
+    for user_id, started in await session.exec(query):
+        moment = _aware(started)
+        for zone, info in zones.items():
+            seen[zone][moment.astimezone(info).hour].add(user_id)
+    return {zone: [len(users) for users in hours] for zone, hours in seen.items()}
 
 
 async def shares(session: AsyncSession, column: Any, first: date, last: date, *, user_id: uuid.UUID | None = None,
@@ -299,6 +384,13 @@ async def usage_numbers(session: AsyncSession, first: date, last: date, *, user_
         await newest_completions(session, first, last, user_id=user_id, model=model),
         await newest_budget_changes(session, first, last, user_id=user_id),
     )
+
+
+async def users_with_completions(session: AsyncSession, first: date, last: date) -> list[tuple[uuid.UUID, str]]:
+    """Each User who ran a Completion in the days, by name: the Usage tab's All Users lists them."""
+    query = (select(User.id, User.name).join(Hold, col(Hold.user_id) == col(User.id))
+             .where(_settled(), *_within(first, last)).distinct().order_by(col(User.name)))
+    return [(user_id, name) for user_id, name in await session.exec(query)]
 
 
 async def newest_completions(session: AsyncSession, first: date, last: date, *, user_id: uuid.UUID | None = None,
