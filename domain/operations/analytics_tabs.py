@@ -45,12 +45,11 @@ async def tab(session: AsyncSession, platform: Platform, name: str, first: date 
 
 
 def _user_days(numbers: analytics.UserNumbers) -> dict[str, Any]:
-    """The Users tab's Daily numbers, and what waits for a decision. `feedback` stays None until the
-    Feedback notes have a table to count (Send feedback, built beside this tab)."""
+    """The Users tab's Daily numbers, and what waits for a decision."""
     return {"applications_waiting": numbers.applications_waiting,
             "daily": [{"day": d.day.isoformat(), "new_users": d.new_users,
                        "new_users_active_within_24h": d.new_users_active_within_24h,
-                       "active_users": d.active_users, "feedback": None} for d in numbers.daily]}
+                       "active_users": d.active_users, "feedback": d.feedback} for d in numbers.daily]}
 
 
 def _platform_days(numbers: analytics.PlatformNumbers, first: date, last: date) -> dict[str, Any]:

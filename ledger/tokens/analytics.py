@@ -20,6 +20,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from zoneinfo import ZoneInfo
 
+from ledger.accounts.feedback import FeedbackNote
 from ledger.accounts.tables import ApiKey, Application, ApplicationStatus, Role, User
 from ledger.tokens.tables import (BudgetRefusal, Grant, Hold, HoldState, MonthlyUsage, SpendSample, UsageSource,
                                   UsageStatus)
@@ -119,6 +120,7 @@ class UserDay:
     new_users: int                    # who joined that day
     new_users_active_within_24h: int  # of those, who ran a Completion within 24 hours of joining
     active_users: int                 # who ran a Completion that day
+    feedback: int = 0                 # the Feedback notes sent that day, anonymous ones included
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,8 @@ async def user_numbers(session: AsyncSession, first: date, last: date, now: date
     for user_id, _ in people:
         counts[lasts.get(user_id, NO_ACTIVITY).engagement(now)] += 1
     active = await active_users_per_day(session, first, last)
-    daily = [UserDay(d, per_day.get(d, 0), quick_per_day.get(d, 0), active.get(d, 0))
+    notes = await feedback_per_day(session, first, last)
+    daily = [UserDay(d, per_day.get(d, 0), quick_per_day.get(d, 0), active.get(d, 0), notes.get(d, 0))
              for d in _each_day(first, last)]
     return UserNumbers(len(people), len(new), sum(quick_per_day.values()), counts[Engagement.active], counts,
                        dict(sorted(per_day.items())), await applications_waiting(session), daily)
@@ -172,6 +175,19 @@ async def active_users_per_day(session: AsyncSession, first: date, last: date) -
     found: dict[date, int] = defaultdict(int)
     for text, _ in await session.exec(query):
         found[date.fromisoformat(str(text)[:10])] += 1
+    return dict(found)
+
+
+async def feedback_per_day(session: AsyncSession, first: date, last: date) -> dict[date, int]:
+    """The Feedback notes of each UTC day that had one: an admin's own notes are left out, an
+    anonymous one (no User) counts."""
+    query = (select(FeedbackNote.created_at).join(User, col(User.id) == col(FeedbackNote.user_id), isouter=True)
+             .where(col(FeedbackNote.created_at) >= midnight(first),
+                    col(FeedbackNote.created_at) < midnight(last + timedelta(days=1)),
+                    (col(User.role) != Role.admin) | col(User.id).is_(None)))
+    found: dict[date, int] = defaultdict(int)
+    for moment in await session.exec(query):
+        found[_aware(moment).date()] += 1
     return dict(found)
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from domain.operations import analytics_tabs
 from domain.operations.platform import Platform
+from ledger.accounts.feedback import FeedbackKind, FeedbackNote
 from ledger.accounts.keys import create_user
 from ledger.accounts.tables import Application, ApplicationStatus, Role
 from ledger.tokens import analytics
@@ -72,10 +73,22 @@ async def test_the_users_daily_numbers_count_each_day_and_leave_admins_out(sessi
     found = await tab(sessions, "users")
     assert (found["new_users"], found["new_users_active_within_24h"]) == (3, 1)
     assert found["daily"] == [
-        {"day": "2026-01-05", "new_users": 2, "new_users_active_within_24h": 1, "active_users": 1, "feedback": None},
-        {"day": "2026-01-06", "new_users": 0, "new_users_active_within_24h": 0, "active_users": 1, "feedback": None},
-        {"day": "2026-01-07", "new_users": 1, "new_users_active_within_24h": 0, "active_users": 1, "feedback": None}]
+        {"day": "2026-01-05", "new_users": 2, "new_users_active_within_24h": 1, "active_users": 1, "feedback": 0},
+        {"day": "2026-01-06", "new_users": 0, "new_users_active_within_24h": 0, "active_users": 1, "feedback": 0},
+        {"day": "2026-01-07", "new_users": 1, "new_users_active_within_24h": 0, "active_users": 1, "feedback": 0}]
     assert found["users"] == 4  # ann, ben, cat and dan; root is the team's
+
+
+async def test_the_users_daily_numbers_count_the_feedback_of_each_day_but_the_teams(sessions):
+    ann = await person(sessions, "ann", at("2026-01-01T00:00"))
+    root = await person(sessions, "root", at("2026-01-01T00:00"), admin=True)
+    async with sessions() as session:
+        for who, moment in ((ann, "2026-01-05T08:00"), (None, "2026-01-05T09:00"), (root, "2026-01-05T10:00"),
+                            (ann, "2026-01-07T23:59"), (ann, "2026-01-08T00:00")):
+            session.add(FeedbackNote(user_id=who, created_at=at(moment), kind=FeedbackKind.bug, note="x"))
+        await session.commit()
+    daily = (await tab(sessions, "users"))["daily"]
+    assert [(d["day"], d["feedback"]) for d in daily] == [("2026-01-05", 2), ("2026-01-06", 0), ("2026-01-07", 1)]
 
 
 async def test_the_users_tab_counts_the_applications_that_wait(sessions):
