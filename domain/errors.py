@@ -380,6 +380,18 @@ class TooManyTries(ApiError):
     status, type, code = 429, "rate_limit_error", "too_many_tries"
 
 
+class LastSignInMethod(ApiError):
+    """Unlinking a provider that is the User's last way to sign in (spec: Link or unlink a provider)."""
+
+    status, type, code = 409, "invalid_request_error", "last_sign_in_method"
+
+
+class SessionTooOld(ApiError):
+    """Unlinking a provider from a session that began a day ago or more: sign in again first."""
+
+    status, type, code = 403, "invalid_request_error", "session_too_old"
+
+
 class AccessLinkExpired(ApiError):
     """A password link or an Invite that no longer works (unknown, used, replaced, or too old)."""
 

@@ -136,6 +136,22 @@ class Settings(BaseSettings):
     linear_api_url: str = "https://api.linear.app/graphql"
     linear_timeout_s: float = 20.0
 
+    # Sign-in providers (domain/account/providers.py): each is offered when its client id and secret are
+    # set, with the redirect URI <ACS_PUBLIC_BASE_URL>/account/providers/<id>/callback registered at the
+    # provider. GitHub, Google and Hugging Face are presets; ACS_OIDC_* is any OpenID Connect issuer
+    # (its discovery document is <issuer>/.well-known/openid-configuration), shown as "Continue with
+    # <ACS_OIDC_NAME>".
+    github_client_id: str | None = None
+    github_client_secret: SecretStr | None = None
+    google_client_id: str | None = None
+    google_client_secret: SecretStr | None = None
+    hugging_face_client_id: str | None = None
+    hugging_face_client_secret: SecretStr | None = None
+    oidc_name: str | None = None
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: SecretStr | None = None
+
     @model_validator(mode="after")
     def check_link_secret(self) -> Settings:
         if self.harvest_link_secret is None:

@@ -3,6 +3,7 @@ autogenerate and the tests that empty the database. The code that works with tab
 subdomain's own module (ledger/accounts/tables.py, ledger/tokens/tables.py, ledger/work/tables.py)."""
 from __future__ import annotations
 
+import ledger.accounts.identities  # noqa: F401  (SignInIdentity: linked sign-in providers)
 import ledger.accounts.tables  # noqa: F401
 import ledger.accounts.feedback  # noqa: F401  (FeedbackNote: the App's feedback notes)
 import ledger.accounts.user_notes  # noqa: F401  (UserNote)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.account import feedback, keys, looms, models, runs, token_requests, usage
+from api.account import feedback, keys, looms, models, providers, runs, token_requests, usage
 
 router = APIRouter(prefix="/account")
 for part in (keys.router, usage.router, models.router, token_requests.router, runs.router, looms.router,
-             feedback.router):
+             feedback.router, providers.router):
     router.include_router(part)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from domain.account.access import count
+from domain.account.linked_providers import linked
 from domain.services import Services
 from domain.settings import Settings
 from ledger.accounts import keys, sign_in
@@ -39,9 +40,9 @@ async def sign_in_with_password(services: Services, email: str, password: str, a
 async def me(services: Services, user_id: uuid.UUID, email: str, name: str, role: str) -> dict:
     async with services.sessions() as session:
         has_key = bool(await keys.list_keys(session, user_id))
-    # No sign-in provider is offered yet: `providers` lists the linked ones when there are.
-    return ({"id": str(user_id), "email": email, "name": name, "role": role, "has_key": has_key, "providers": []}
-            | support_links(services.settings))
+    # `providers`: the sign-in providers linked to the User (Profile's Sign-in methods).
+    return {"id": str(user_id), "email": email, "name": name, "role": role, "has_key": has_key,
+            "providers": await linked(services, user_id)} | support_links(services.settings)
 
 
 def support_links(settings: Settings) -> dict[str, str]:
