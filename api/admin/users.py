@@ -8,11 +8,12 @@ from api.admin import bodies
 from api.auth import AdminDep, services_of
 from domain.admin import budgets, keys, usage, users
 from domain.auth import Admin
-from domain.completions.validation import text
+from domain.completions.validation import bad_type, text
 
 router = APIRouter(prefix="/v1/admin/users")
 USER = "a User id"
 KEY = "an API key id"
+DETAILS = ("organization", "discord_handle")
 
 
 @router.get("")
@@ -26,6 +27,20 @@ async def create_user(request: Request, admin: AdminDep):
     body = await bodies.read_fields(request, ("name",))
     name = text(bodies.required(body, "name"), "name")
     return await users.create_user(services_of(request), name)
+
+
+@router.post("/bulk")
+async def act_on_users(request: Request, admin: AdminDep):
+    """Selected Users: one `action` on `user_ids`; answers `changed` (ids) and `refused` (each with its reason)."""
+    body = await bodies.read_fields(request, ("action", "user_ids", "tag", "tokens"))
+    action = text(bodies.required(body, "action"), "action")
+    listed = bodies.required(body, "user_ids")
+    if not isinstance(listed, list):
+        raise bad_type("user_ids", "a list of User ids")
+    user_ids = [bodies.path_id(text(each, "user_ids"), "user_ids", USER) for each in listed]
+    tag = None if body.get("tag") is None else text(body["tag"], "tag")
+    tokens = None if body.get("tokens") is None else bodies.tokens(body, "tokens", least=0)
+    return await users.act_on_users(services_of(request), action, user_ids, admin.user_id, tag, tokens)
 
 
 @router.get("/{user_id}")
@@ -57,6 +72,15 @@ async def set_allowance(user_id: str, request: Request, admin: AdminDep):
     body = await bodies.read_fields(request, ("tokens",))
     wanted = None if body.get("tokens") is None else bodies.tokens(body, "tokens", least=0)
     return await users.set_allowance(services_of(request), who, wanted)
+
+
+@router.post("/{user_id}/details")
+async def set_details(user_id: str, request: Request, admin: AdminDep):
+    """Details on the User's page: `organization` and `discord_handle`, each given one set (null or "" clears it)."""
+    who = bodies.path_id(user_id, "user_id", USER)
+    body = await bodies.read_fields(request, DETAILS)
+    given = {name: None if body[name] is None else text(body[name], name) for name in DETAILS if name in body}
+    return await users.set_details(services_of(request), who, given)
 
 
 @router.post("/{user_id}/role")

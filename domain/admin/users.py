@@ -1,11 +1,12 @@
-"""An admin's Users: list, make, show, suspend, restore, allowance, role, tags."""
+"""An admin's Users: list, make, show, suspend, restore, allowance, role, tags, Details, and one action on
+many Users at once (Selected Users on the Users tab)."""
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
 from domain.completions.validation import bad_value
-from domain.operations import documents, users
+from domain.operations import arguments, documents, user_bulk, users
 from domain.operations.platform import platform_of_services
 from domain.services import Services
 from ledger.accounts.tables import Role, Standing
@@ -61,3 +62,23 @@ async def remove_tag(services: Services, who: uuid.UUID, tag: str) -> dict[str, 
     async with services.ledger.write_sessions() as session:
         user, tags = await users.remove_tag(session, who, tag)
     return {"user": documents.user_brief(user), "tags": tags}
+
+
+async def set_details(services: Services, who: uuid.UUID, given: dict[str, str | None]) -> dict[str, Any]:
+    """Details on the User's page (`organization`, `discord_handle`: those given change): an empty or null value
+    clears it, and the Application's organization shows again."""
+    async with services.ledger.write_sessions() as session:
+        user, details = await users.set_details(session, who, given)
+        return {"user": documents.user_brief(user), **documents.user_details(details)}
+
+
+async def act_on_users(services: Services, action: str, user_ids: list[uuid.UUID], acting: uuid.UUID,
+                       tag: str | None, tokens: int | None) -> dict[str, Any]:
+    """Selected Users: `changed` lists the ids changed, `refused` each other User with the reason."""
+    chosen = user_bulk.read_action(action)
+    written = None if tag is None else arguments.read_field(arguments.tag, tag, "tag")
+    async with services.ledger.write_sessions() as session:
+        result = await user_bulk.act_on_users(session, chosen, user_ids, acting=acting, tag=written, tokens=tokens)
+    return {"changed": [str(user_id) for user_id in result.changed],
+            "refused": [{"user_id": str(each.user_id), "name": each.name, "email": each.email, "reason": each.reason}
+                        for each in result.refused]}

@@ -18,7 +18,7 @@ from domain.operations.background import WorkLine
 from domain.operations.spend_page import SpendDays, SpendPage
 from domain.operations.tokens import BudgetLeft
 from domain.operations.usage_report import UsageReport
-from domain.operations.users import UserLine, UserPage
+from domain.operations.users import Details, UserLine, UserPage
 from domain.operations.warm_windows import ModelLine, WindowLine
 
 Document = dict[str, Any]
@@ -40,7 +40,16 @@ def usd(amount: float) -> float:
 def user_line(line: UserLine, now: datetime) -> Document:
     return {"id": str(line.user_id), "name": line.name, "role": line.role.value, "standing": line.standing.value,
             "monthly_allowance": line.monthly_allowance, "allowance_is_default": line.allowance_is_default,
-            "created_at": iso(line.created_at), "tags": line.tags, **activity(line.activity, now)}
+            "created_at": iso(line.created_at), "tags": line.tags, **activity(line.activity, now),
+            **user_details(line.details), "budget_left": line.budget_left, "api_keys": line.api_keys}
+
+
+def user_details(details: Details) -> Document:
+    """`organization`: the typed one, else the Application's; `deleted_at`: null unless an admin deleted the User."""
+    return {"email": details.email, "organization": details.organization,
+            "typed_organization": details.typed_organization,
+            "application_organization": details.application_organization,
+            "discord_handle": details.discord_handle, "deleted_at": iso(details.deleted_at)}
 
 
 def activity(found: analytics.Activity, now: datetime) -> Document:
@@ -60,7 +69,7 @@ def account(found: usage.Account) -> Document:
 def user_page(page: UserPage, now: datetime) -> Document:
     """The account as `user show --json` prints it, with what the Users tab adds."""
     return {**account(page.account), "role": page.role.value, "created_at": iso(page.created_at),
-            "tags": page.tags, **activity(page.activity, now)}
+            "tags": page.tags, **activity(page.activity, now), **user_details(page.details)}
 
 
 def user_brief(user: User) -> Document:
