@@ -72,6 +72,33 @@ async function read(response) {
   }
 }
 
+// The App's recent failed calls, which Send feedback shows and sends with a note: the last 10, oldest first,
+// each with its status, code, message and request id (X-Request-Id). Kept in this tab's sessionStorage, so a
+// reload after a failure still has them; a browser that refuses storage keeps them for the page alone.
+const RECENT_KEY = "acs-recent-errors";
+const RECENT_MAX = 10;
+let recent = [];
+try {
+  recent = JSON.parse(sessionStorage.getItem(RECENT_KEY) || "[]");
+} catch {
+  recent = [];
+}
+
+export function recentErrors() {
+  return recent.slice();
+}
+
+function remember(path, error, response) {
+  const requestId = (response && response.headers.get("X-Request-Id")) || error.requestId || null;
+  recent = [...recent, { status: error.status, code: error.code, message: error.message, request_id: requestId,
+    path: String(path).split("?")[0], at: new Date().toISOString() }].slice(-RECENT_MAX);
+  try {
+    sessionStorage.setItem(RECENT_KEY, JSON.stringify(recent));
+  } catch {
+    // storage full or refused: the list in memory is enough
+  }
+}
+
 /** api("account/keys"), api("account/keys", {method: "POST", body: {name}}).
  * Throws ApiError; a 401 session_ended opens sign-in unless `quiet401`. */
 export async function api(path, { method = "GET", body, signal, quiet401 = false } = {}) {
@@ -86,11 +113,14 @@ export async function api(path, { method = "GET", body, signal, quiet401 = false
     });
   } catch (error) {
     if (error && error.name === "AbortError") throw error;
-    throw new ApiError(0, null, null);
+    const unreached = new ApiError(0, null, null);
+    remember(path, unreached, null);
+    throw unreached;
   }
   const data = await read(response);
   if (response.ok) return data;
   const error = new ApiError(response.status, data, response.headers);
+  remember(path, error, response);
   if (response.status === 401 && error.code === "session_ended" && !quiet401) sessionEnded();
   throw error;
 }

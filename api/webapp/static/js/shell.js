@@ -4,6 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { html } from "./html.js";
 import { api, url } from "./api.js";
 import { docs, SUPPORT_EMAIL } from "./config.js";
+import { FeedbackDialog } from "./components/feedback_dialog.js";
 import { Link } from "./components/link.js";
 import { Menu } from "./components/menu.js";
 import { NoticeContext } from "./notice.js";
@@ -68,9 +69,12 @@ async function leave() {
   }
 }
 
-function Navigation({ path, user }) {
+function Navigation({ path, user, onFeedback }) {
+  // Discord only where the install set ACS_DISCORD_INVITE_URL (/account/me names it), in a new tab.
   const support = [
     { label: "Email", href: `mailto:${SUPPORT_EMAIL}` },
+    user.discord_invite_url ? { label: "Discord", href: user.discord_invite_url, external: true } : null,
+    { label: "Feedback", onSelect: onFeedback },
     { label: "Help", href: docs("/support"), external: true },
   ];
   const account = [
@@ -101,6 +105,7 @@ function Navigation({ path, user }) {
 export function Shell({ path, user, children }) {
   const notice = useNotice(path);
   const [collapsed, toggle] = useCollapsed(path);
+  const [feedback, setFeedback] = useState(false);
   return html`<div class=${`shell${collapsed ? " nav-collapsed" : ""}`}>
     <a class="skip" href="#main">Skip to the page</a>
     <header class="topbar">
@@ -111,8 +116,9 @@ export function Shell({ path, user, children }) {
       <${Link} to="/usage" class="brand">ACS Infra</${Link}>
     </header>
     <div class="nav-panel" id="app-nav" hidden=${collapsed}>
-      <${Navigation} path=${path} user=${user} />
+      <${Navigation} path=${path} user=${user} onFeedback=${() => setFeedback(true)} />
     </div>
+    <${FeedbackDialog} open=${feedback} user=${user} onClose=${() => setFeedback(false)} />
     <main id="main" class="main">
       <${NoticeContext.Provider} value=${notice}>${children}</${NoticeContext.Provider}>
     </main>
