@@ -49,7 +49,6 @@ def test_an_admin_reads_and_changes_a_users_page(app: App, new_ui: Any) -> None:
     ui: UI = new_ui()
     page = ui.page
     ui.first_sign_in(admin)
-    ok(page, "POST", f"v1/admin/users/{user_id}/tags", {"tag": "Hiring 2026 08"})
     ui.open(f"admin/users/{user_id}")
     expect(page.get_by_role("heading", name=user.email, level=1)).to_be_visible()
 
@@ -61,6 +60,19 @@ def test_an_admin_reads_and_changes_a_users_page(app: App, new_ui: Any) -> None:
     expect(told(account, "Standing")).to_have_text("Active")
     expect(told(account, "Engagement")).to_have_text("Active")  # a Completion today
     expect(told(account, "Last Completion")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$"))
+    expect(part(page, "Tags").get_by_text("No tags.")).to_be_visible()
+
+    # The menu beside the email: the actions of the User's row on Users, then Copy User id. Add tag tags them.
+    menu = page.get_by_role("button", name=f"Actions for {user.email}")
+    menu.click()
+    expect(page.get_by_role("menuitem")).to_have_text(
+        ["Suspend", "Restore", "Add tag", "Remove tag", "Set allowance", "Delete", "Copy User id"])
+    page.get_by_role("menuitem", name="Add tag").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("Tag", exact=True).fill("Hiring 2026 08")
+    dialog.get_by_role("button", name="Add tag 1 User").click()
+    expect(dialog.get_by_role("status")).to_have_text("Tagged 1 User (hiring-2026-08).")
+    dialog.get_by_role("button", name="Done").click()
     expect(part(page, "Tags").get_by_role("listitem")).to_have_text(["hiring-2026-08"])
 
     # Budget and usage counts the Completion that the User ran with their key, as their Usage does.
@@ -121,9 +133,12 @@ def test_an_admin_reads_and_changes_a_users_page(app: App, new_ui: Any) -> None:
     expect(note).to_contain_text(admin.email)
     expect(field).to_have_value("")
     ui.shoot("admin-user-page-note")
+    note.get_by_role("button", name=re.compile(r"^Delete the note of ")).click()
+    page.get_by_role("dialog", name="Delete this note?").get_by_role("button", name="Delete note").click()
+    expect(notes.get_by_role("status")).to_have_text("Note deleted.")
+    expect(notes.get_by_text("No notes yet.")).to_be_visible()
 
     # Copy User id: from the menu beside the email, the id that the logs name the User by.
-    menu = page.get_by_role("button", name=f"Actions for {user.email}")
     menu.click()
     page.get_by_role("menuitem", name="Copy User id").click()
     expect(page.get_by_text("Copied the User id.")).to_be_visible()

@@ -12,6 +12,7 @@ import { Menu } from "../components/menu.js";
 import { PageHeader } from "../notice.js";
 import { tabAddress } from "./admin.js";
 import NotFound from "./not_found.js";
+import { ACTIONS, UserActionDialog } from "../admin/user_actions.js";
 import { Account, ApiKeys, Application, Details, Tags } from "../admin/user_page_parts.js";
 import { BudgetAndUsage } from "../admin/user_page_usage.js";
 import { Notes } from "../admin/user_page_notes.js";
@@ -40,9 +41,15 @@ function useUserPage(userId) {
   return { user, failed, keys, application, models, readUser, reread };
 }
 
-function UserMenu({ user, title, copy }) {
-  const items = [{ label: "Copy User id", onSelect: () => copy(user.id, "the User id") }];
-  return html`<${Menu} label="Actions" ariaLabel=${`Actions for ${title}`} items=${items} />`;
+/** The actions of the User's row on Users (admin/user_actions.js: each through its dialog), then Copy User id. */
+function UserMenu({ user, me, title, copy, onDone }) {
+  const [action, setAction] = useState(null);
+  const items = [
+    ...ACTIONS.map(([name, label]) => ({ label, danger: name === "delete", onSelect: () => setAction(name) })),
+    { label: "Copy User id", onSelect: () => copy(user.id, "the User id") },
+  ];
+  return html`<${Menu} label="Actions" ariaLabel=${`Actions for ${title}`} items=${items} />
+    <${UserActionDialog} action=${action} users=${[user]} me=${me} onClose=${() => setAction(null)} onDone=${onDone} />`;
 }
 
 export default function AdminUser({ route, user: visitor }) {
@@ -64,7 +71,7 @@ export default function AdminUser({ route, user: visitor }) {
   if (!user) return html`${back}<${PageHeader} title="User" /><p role="status">Loading…</p>`;
   const title = user.email || user.name;
   return html`${back}<${PageHeader} title=${title}>
-      <${UserMenu} user=${user} title=${title} copy=${copy} />
+      <${UserMenu} user=${user} me=${visitor} title=${title} copy=${copy} onDone=${page.reread} />
       <span class="status-line" role="status">${copied}</span>
     </${PageHeader}>
     ${copyDialog}
