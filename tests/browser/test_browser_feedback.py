@@ -56,6 +56,18 @@ PASTE = """([name, type, b64]) => {
     target.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
 }"""
 
+# What a drop of a file on the screenshots' field sends.
+DROP = """([name, type, b64]) => {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const data = new DataTransfer();
+    data.items.add(new File([bytes], name, { type }));
+    const target = document.querySelector("dialog .feedback-drop");
+    for (const kind of ["dragover", "drop"]) {
+        target.dispatchEvent(new DragEvent(kind, { dataTransfer: data, bubbles: true, cancelable: true }));
+    }
+}"""
+GIF = base64.b64decode("R0lGODlhAQABAIAAAP///wAAACH5BAEAAAAALAAAAAABAAEAAAICRAEAOw==")
+
 
 def choose(page: Any, dialog: Any, name: str, mime: str, data: bytes) -> None:
     with page.expect_file_chooser() as chooser:
@@ -115,6 +127,11 @@ def test_a_note_with_two_screenshots_reaches_the_feedback_tab(app: App, new_ui: 
     choose(page, dialog, "chosen.png", "image/png", png())
     page.evaluate(PASTE, ["pasted.jpg", "image/jpeg", base64.b64encode(JPEG).decode()])
     shots = dialog.get_by_role("list", name="Screenshots")
+    expect(shots.get_by_role("listitem")).to_have_count(2)
+    # A dropped one joins them too; Remove takes it out again.
+    page.evaluate(DROP, ["dropped.gif", "image/gif", base64.b64encode(GIF).decode()])
+    expect(shots.get_by_role("listitem")).to_have_count(3)
+    shots.get_by_role("button", name="Remove dropped.gif").click()
     expect(shots.get_by_role("listitem")).to_have_count(2)
     expect(shots).to_contain_text("chosen.png")
     expect(shots).to_contain_text("pasted.jpg")

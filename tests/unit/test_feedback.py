@@ -324,7 +324,7 @@ def test_a_key_without_a_team_stops_the_start() -> None:
     from domain.settings import Settings
 
     with pytest.raises(ValueError, match="ACS_LINEAR_TEAM_ID is empty"):
-        Settings(linear_api_key=API_KEY, linear_team_id="")
+        Settings(linear_api_key=SecretStr(API_KEY), linear_team_id="")
 
 
 async def _linear_stack(fake_stack: Any, api_url: str) -> None:
@@ -372,3 +372,14 @@ async def test_when_linear_is_down_the_note_stays_with_the_reason(fake_stack: An
     listed = {n["id"]: n for n in (await admin.get("/v1/admin/feedback?limit=200")).json()["data"]}
     assert listed[str(note.id)]["linear"] == {"url": None, "error": "Linear did not answer: ConnectError."}
     assert (await admin.get("/" + listed[str(note.id)]["screenshots"][0]["url"])).content == png()
+
+
+async def test_five_screenshots_of_2_mb_fit_the_routes_body(fake_stack: Any, tmp_path: Any) -> None:
+    """The route's own body limit holds the largest note that the checks take (the API's 8 MB would not)."""
+    biggest = png() + b"\x00" * (validation.SCREENSHOT_BYTES_MAX - len(png()))
+    browser = await signed_in(fake_stack)
+    answer = await send(browser, {**NOTE, "note": "z" * 5_000, "errors": ERRORS * 10,
+                                  "screenshots": [shot(f"{n}.png", biggest) for n in range(5)]})
+    assert answer.status_code == 201, answer.text[:300]
+    folder = tmp_path / "storage" / "feedback" / answer.json()["id"]
+    assert sorted(path.stat().st_size for path in folder.iterdir()) == [validation.SCREENSHOT_BYTES_MAX] * 5

@@ -64,15 +64,10 @@ function Screenshots({ shots, setShots, error, setError }) {
     setShots((now) => [...now, ...taken].slice(0, SHOTS_MAX));
     setError(refused);
   }
-  function drop(event) {
-    event.preventDefault();
-    setOver(false);
-    if (event.dataTransfer && event.dataTransfer.files.length) add(event.dataTransfer.files);
-  }
   return html`<div class=${`field feedback-shots${error ? " field-invalid" : ""}`}>
     <span class="field-label" id="feedback-shots-label">Screenshots <span class="optional">(optional)</span></span>
     <div class=${`feedback-drop${over ? " feedback-drop-over" : ""}`} onDragOver=${(event) => { event.preventDefault(); setOver(true); }}
-      onDragLeave=${() => setOver(false)} onDrop=${drop} data-testid="feedback-drop">
+      onDragLeave=${() => setOver(false)} onDrop=${() => setOver(false)} data-testid="feedback-drop">
       <button type="button" onClick=${() => input.current.click()} aria-describedby="feedback-shots-hint">Choose screenshots</button>
       <p class="hint" id="feedback-shots-hint">Or drop them here, or paste them. PNG, JPEG, GIF or WebP, each 2 MB or less; at most 5.</p>
       <input ref=${input} type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple hidden
@@ -125,20 +120,30 @@ function FeedbackForm({ user, onClose }) {
   const recent = useRef(recentErrors()).current;
   const box = useRef(null);
 
-  // A pasted image joins the screenshots, wherever the focus is in the dialog.
+  // A pasted image joins the screenshots wherever the focus is in the dialog, and so does a file dropped anywhere
+  // on it: a drop beside the field must not make the browser open the file, and lose the note.
   useEffect(() => {
     const dialog = box.current && box.current.closest("dialog");
     if (!dialog) return undefined;
-    const paste = async (event) => {
-      const files = [...(event.clipboardData ? event.clipboardData.files : [])];
+    const add = async (event, list) => {
+      const files = [...(list || [])];
       if (!files.length) return;
       event.preventDefault();
       const { taken, refused } = await checked(files, shots.length);
       setShots((now) => [...now, ...taken].slice(0, SHOTS_MAX));
       setShotsError(refused);
     };
+    const paste = (event) => add(event, event.clipboardData && event.clipboardData.files);
+    const drop = (event) => add(event, event.dataTransfer && event.dataTransfer.files);
+    const over = (event) => { if (event.dataTransfer && [...event.dataTransfer.types].includes("Files")) event.preventDefault(); };
     dialog.addEventListener("paste", paste);
-    return () => dialog.removeEventListener("paste", paste);
+    dialog.addEventListener("dragover", over);
+    dialog.addEventListener("drop", drop);
+    return () => {
+      dialog.removeEventListener("paste", paste);
+      dialog.removeEventListener("dragover", over);
+      dialog.removeEventListener("drop", drop);
+    };
   }, [shots.length]);
 
   async function submit() {
