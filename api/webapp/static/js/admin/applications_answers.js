@@ -1,0 +1,70 @@
+// What the Applications and Token requests tabs share: someone's answers, each under its question ("Not
+// answered" when empty), and the dialog of a decision (Approve, Reject) with its one field.
+import { useLayoutEffect, useState } from "preact/hooks";
+import { html } from "../html.js";
+import { Dialog } from "../components/dialog.js";
+import { Field, FormError, splitError } from "../components/field.js";
+import { Form } from "../components/form.js";
+import { when } from "../components/format.js";
+
+export const NOT_ANSWERED = "Not answered";
+export const STATUS = { waiting: "Waiting", approved: "Approved", rejected: "Rejected" };
+
+export function StatusBadge({ status }) {
+  return html`<span class=${`badge badge-${status}`}>${STATUS[status] || status}</span>`;
+}
+
+/** `questions`: [label, the answer's text]; an answer that is empty (or only spaces) says Not answered. */
+export function Answers({ questions }) {
+  return html`<dl class="answers">
+    ${questions.map(([label, answer]) => {
+      const text = answer === null || answer === undefined ? "" : String(answer).trim();
+      return html`<div class="answer">
+        <dt>${label}</dt>
+        <dd class=${text ? "" : "not-answered"}>${text || NOT_ANSWERED}</dd>
+      </div>`;
+    })}
+  </dl>`;
+}
+
+/** "Grace Admin, 05:02 UTC": who decided and when; "—" while it waits. */
+export function decided(item) {
+  if (!item.decided_at) return "—";
+  return item.decided_by ? `${item.decided_by}, ${when(item.decided_at)}` : when(item.decided_at);
+}
+
+/** A decision's dialog: what it does, one field (`field`: {name, label, hint, multiline, initial, optional}),
+ * Cancel and the action's button. `onDecide(value)` may throw the API's refusal, which shows under the field
+ * that it names, else above the buttons; the dialog stays open. */
+export function DecisionDialog({ subject, title, text, field, action, danger = false, onDecide, onClose }) {
+  const [value, setValue] = useState("");
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  useLayoutEffect(() => {
+    if (subject) { setValue(field.initial || ""); setError(null); }
+  }, [subject]);
+  async function submit() {
+    setBusy(true);
+    setError(null);
+    try {
+      await onDecide(value);
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  }
+  const errors = splitError(error, [field.name]);
+  return html`<${Dialog} open=${Boolean(subject)} title=${title} onCancel=${onClose}>
+    <${Form} onSubmit=${submit}>
+      ${text ? html`<p>${text}</p>` : null}
+      <${Field} label=${field.label} value=${value} onInput=${setValue} hint=${field.hint} optional=${field.optional}
+        multiline=${field.multiline} autocomplete="off" error=${errors.field[field.name]} />
+      <${FormError} message=${errors.form} />
+      <div class="actions actions-end">
+        <button type="button" onClick=${onClose}>Cancel</button>
+        <button type="submit" class=${danger ? "danger" : "primary"} disabled=${busy}>${action}</button>
+      </div>
+    </${Form}>
+  </${Dialog}>`;
+}
