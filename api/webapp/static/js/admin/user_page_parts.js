@@ -7,9 +7,11 @@ import { api } from "../api.js";
 import { Field, FormError, splitError } from "../components/field.js";
 import { Form } from "../components/form.js";
 import { capital, day, lastUsed, number, stamp } from "../components/format.js";
+import { Answers } from "./applications_answers.js";
 
 export const ENGAGEMENT = { active: "Active", cooling: "Cooling", churned: "Churned", not_activated: "Not activated" };
-// The Apply form's questions, in its order (pages/apply.js), for the answers of GET .../application.
+// The Apply form's questions, in its order (pages/apply.js), for the answers of GET .../application; the
+// email, which the Applications tab lists first, is in the line above them here.
 const QUESTIONS = [
   ["name", "Name"], ["organization", "Organization"], ["planned_usage", "Planned usage"],
   ["how_you_heard", "How did you hear of ACS Infra?"], ["links", "Links to your work"],
@@ -127,8 +129,7 @@ export function Application({ application }) {
   else {
     body = html`<p class="muted">Sent on ${day(application.created_at)} from ${application.email} · ${capital(application.status)}${
       application.decided_by ? ` by ${application.decided_by}` : ""}</p>
-      <dl class="answers">${QUESTIONS.map(([name, question]) => html`<dt>${question}</dt>
-        <dd class=${application.answers[name] ? "" : "muted"}>${application.answers[name] || "Not answered"}</dd>`)}</dl>`;
+      <${Answers} questions=${QUESTIONS.map(([name, question]) => [question, application.answers[name]])} />`;
   }
   return html`<${UserPart} id="user-application" title="Application">${body}</${UserPart}>`;
 }

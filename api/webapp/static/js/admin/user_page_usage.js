@@ -24,7 +24,7 @@ export function BudgetAndUsage({ userId, query, keys, models }) {
   const pick = (changes) => setQuery({ ...choice, ...changes });
   const doc = state.doc;
   let body;
-  if (doc) body = html`<${UsageNumbers} doc=${doc} choice=${choice} pick=${pick} words=${THEIRS} />`;
+  if (doc) body = html`<${UsageNumbers} doc=${doc} choice=${choice} pick=${pick} words=${THEIRS} models=${models} />`;
   else if (state.failed && !state.error) {
     body = html`<div class="load-failed" role="alert"><p>Could not read their usage. ${state.reason || ""}</p>
       <button type="button" onClick=${retry}>Try again</button></div>`;
