@@ -88,7 +88,8 @@ def issue_description(note: FeedbackNote, email: str | None, assets: list[tuple[
              f"**From:** {email if email else 'an anonymous User'}",
              f"**In ACS Infra:** feedback note {note.id}"]
     if assets:
-        lines += ["", *(f"![{name}]({address})" for name, address in assets)]
+        # A file's name is the User's: brackets in it would end Markdown's image text early.
+        lines += ["", *(f"![{name.replace('[', '(').replace(']', ')')}]({address})" for name, address in assets)]
     return "\n".join(lines)
 
 
