@@ -257,8 +257,10 @@ def _allowance_line(user_id: uuid.UUID, name: str, allowance: int, used: int, no
     if used >= allowance:
         runs_out = now.date()
     elif used > 0 and elapsed > 0:
-        end = now + timedelta(seconds=(allowance - used) / (used / elapsed))
-        runs_out = end.date() if end < next_month_start(now) else None
+        # Compared in seconds first: a slow pace's end can lie past the year 9999, which no datetime holds.
+        left_s = (allowance - used) / (used / elapsed)
+        if left_s < (next_month_start(now) - now).total_seconds():
+            runs_out = (now + timedelta(seconds=left_s)).date()
     return AllowanceLine(user_id, name, allowance, int(used), runs_out)
 
 

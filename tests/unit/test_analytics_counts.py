@@ -153,3 +153,11 @@ async def test_all_users_lists_each_user_with_a_completion_in_the_days_whoever_i
     found = await tab(sessions, "usage", user_id=ben)
     assert found["users"] == [{"id": str(ann), "name": "ann"}, {"id": str(ben), "name": "ben"}]
     assert [share["name"] for share in found["by_user"]] == ["ben"]
+
+
+async def test_a_slow_pace_runs_out_after_this_month_even_beyond_any_calendar(sessions):
+    # 1 token of 5,000,000 in 19.5 days: at that pace the allowance lasts some 260,000 years.
+    ann = await person(sessions, "ann", at("2026-01-01T00:00"))
+    await completion(sessions, ann, at("2026-01-02T00:00"), used=1)
+    closest = (await tab(sessions, "budget"))["closest"]
+    assert [(line["user"]["name"], line["allowance_used"], line["runs_out_on"]) for line in closest] == [("ann", 1, None)]

@@ -11,6 +11,7 @@ import { DayPicker } from "./days.js";
 import { capital, day, duration, lastUsed, number, stamp } from "./format.js";
 import { Link } from "./link.js";
 import { Meter } from "./meter.js";
+import { ModelId, ModelSelect } from "./model_name.js";
 
 const REFRESH_MS = 60000;
 const SOURCES = { api: "API", playground: "Playground", loom: "Loom", jobs: "Jobs", harvests: "Harvests" };
@@ -34,7 +35,7 @@ export function usageQuery(choice) {
 
 /** [state, load, retry]: the document at `path`, read again every minute. state.failed after a
  * failed read (the last document stays), state.error a refusal of the choice (400), state.reason
- * what failed. */
+ * what failed. A null `path` reads nothing. */
 export function useUsageDoc(path) {
   const [state, setState] = useState({ doc: null, failed: false, error: null, reason: null });
   const load = async () => {
@@ -47,6 +48,7 @@ export function useUsageDoc(path) {
     }
   };
   useEffect(() => {
+    if (!path) return undefined; // nothing to read (a tab that reads its own numbers)
     load();
     const timer = setInterval(load, REFRESH_MS);
     return () => clearInterval(timer);
@@ -65,7 +67,6 @@ export function keyChoices(keys, doc) {
 
 export function UsageFilters({ name, choice, keys, models, pick }) {
   const keyName = keys.find((k) => k.id === choice.key)?.name;
-  const model = models.find((m) => m.id === choice.model);
   return html`<div class="filters">
     <${DayPicker} name=${name} days=${choice} pick=${pick} />
     <div class="selects">
@@ -75,11 +76,7 @@ export function UsageFilters({ name, choice, keys, models, pick }) {
           ${keys.map((k) => html`<option value=${k.id}>${k.name}${k.status === "revoked" ? " (revoked)" : ""}</option>`)}
         </select></div>
       <div class="field field-inline"><label for=${`${name}-model`}>Model</label>
-        <select id=${`${name}-model`} value=${choice.model} title=${model ? model.name || model.id : "All models"}
-          onChange=${(e) => pick({ model: e.currentTarget.value })}>
-          <option value="">All models</option>
-          ${models.map((m) => html`<option value=${m.id}>${m.name || m.id}</option>`)}
-        </select></div>
+        <${ModelSelect} id=${`${name}-model`} value=${choice.model} models=${models} onChange=${(model) => pick({ model })} /></div>
     </div>
   </div>`;
 }
@@ -131,7 +128,7 @@ export function Part({ title, children, wide }) {
   return html`<section class=${`part${wide ? " part-wide" : ""}`}><h2>${title}</h2>${children}</section>`;
 }
 
-export function Breakdown({ doc, choice, pick, words = OWN }) {
+export function Breakdown({ doc, choice, pick, words = OWN, models = [] }) {
   const byKey = doc.by_key.map((k) => html`<tr>
     <td><button type="button" class="link-button cut-name" title=${k.name} aria-pressed=${choice.key === k.id ? "true" : "false"}
       onClick=${() => pick({ key: k.id })}>${k.name}</button></td>
@@ -142,7 +139,7 @@ export function Breakdown({ doc, choice, pick, words = OWN }) {
   return html`<div class="parts">
     <${Part} title="By model"><${Table} caption="By model" empty="No Completions."
       head=${[["Model"], ["Input", "num"], ["Output", "num"], ["Total", "num"]]}
-      rows=${doc.by_model.map((m) => html`<tr><td><${Name} text=${m.model} /></td><td class="num">${number(m.input)}</td>
+      rows=${doc.by_model.map((m) => html`<tr><td><${ModelId} id=${m.model} models=${models} /></td><td class="num">${number(m.input)}</td>
         <td class="num">${number(m.output)}</td><td class="num">${number(m.total)}</td></tr>`)} /></${Part}>
     <${Part} title="By source"><${Table} caption="By source" empty="No Completions."
       head=${[["Source"], ["Completions", "num"], ["Input", "num"], ["Output", "num"], ["Total", "num"]]}
@@ -153,7 +150,7 @@ export function Breakdown({ doc, choice, pick, words = OWN }) {
       rows=${byKey} /></${Part}>
     <${Part} title="Completions" wide><${Table} caption="Completions, newest 100" empty="No Completions on these days." dense
       head=${[["Started (UTC)"], ["Model"], ["Source"], ["Key"], ["Input", "num"], ["Output", "num"], ["Counted"], ["Duration", "num"], ["Status"]]}
-      rows=${doc.recent.map((c) => html`<tr><td class="nowrap">${stamp(c.started_at)}</td><td><${Name} text=${c.model} /></td>
+      rows=${doc.recent.map((c) => html`<tr><td class="nowrap">${stamp(c.started_at)}</td><td><${ModelId} id=${c.model} models=${models} /></td>
         <td>${SOURCES[c.source] || c.source}</td><td><${Name} text=${c.key} /></td><td class="num">${number(c.input)}</td>
         <td class="num">${number(c.output)}</td><td>${COUNTED[c.counted] || c.counted}</td>
         <td class="num">${duration(c.duration_ms)}</td><td>${capital(c.status)}</td></tr>`)} /></${Part}>
@@ -166,9 +163,9 @@ export function Breakdown({ doc, choice, pick, words = OWN }) {
 }
 
 /** The numbers of a read document, from the days it counts to the Budget history. */
-export function UsageNumbers({ doc, choice, pick, words = OWN }) {
+export function UsageNumbers({ doc, choice, pick, words = OWN, models = [] }) {
   return html`<p class="range-note">${day(doc.from)} to ${day(doc.to)}, in UTC days</p>
     <${Cards} doc=${doc} narrowed=${Boolean(choice.key || choice.model)} words=${words} />
     <${Part} title="Tokens per day" wide><${DayChart} days=${doc.days} /></${Part}>
-    <${Breakdown} doc=${doc} choice=${choice} pick=${pick} words=${words} />`;
+    <${Breakdown} doc=${doc} choice=${choice} pick=${pick} words=${words} models=${models} />`;
 }

@@ -47,5 +47,5 @@ export default function Usage({ route }) {
   return html`<${PageHeader} title="Usage">${side}</${PageHeader}>
     <${UsageFilters} name="usage" choice=${choice} keys=${keyChoices(keys, doc)} models=${models} pick=${pick} />
     ${state.error ? html`<p class="form-error" role="alert">${state.error}</p>` : null}
-    ${doc ? html`<${UsageNumbers} doc=${doc} choice=${choice} pick=${pick} />` : state.failed ? null : html`<p role="status">Loading…</p>`}`;
+    ${doc ? html`<${UsageNumbers} doc=${doc} choice=${choice} pick=${pick} models=${models} />` : state.failed ? null : html`<p role="status">Loading…</p>`}`;
 }
