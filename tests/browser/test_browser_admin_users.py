@@ -112,6 +112,7 @@ def test_an_admin_filters_selects_and_acts_on_users(app: App, new_ui: Any) -> No
         deleted = row(page, each.email)
         expect(deleted).to_contain_text("Deleted")
         expect(deleted.get_by_role("checkbox")).to_be_disabled()
+    ui.shoot("admin-users-deleted")
     page.get_by_role("checkbox", name=ALL_BOX).check()
     expect(page.get_by_role("status").filter(has_text="5 Users, 1 selected")).to_be_visible()  # the other admin
     ui.check()
@@ -121,6 +122,38 @@ def test_an_admin_filters_selects_and_acts_on_users(app: App, new_ui: Any) -> No
     gone.open("sign-in")
     gone.sign_in(people[1])
     expect(gone.page.get_by_text("The email or password is not right.")).to_be_visible()
+
+
+def test_the_header_box_selects_the_rows_of_every_page(app: App, new_ui: Any) -> None:
+    """55 Users of one tag: two pages of rows (50, then 5); the header box selects all 55, and Set allowance
+    acts on each, the second page's too."""
+    tag = f"many-{uuid.uuid4().hex[:6]}"
+    admin = app.approved_admin("pagesroot")
+    ui: UI = new_ui()
+    page = ui.page
+    ui.first_sign_in(admin)
+    made = [ok(page, "POST", "v1/admin/users", {"name": f"{tag}-{n:02d}"})["id"] for n in range(55)]
+    ok(page, "POST", "v1/admin/users/bulk", {"action": "add_tag", "user_ids": made, "tag": tag})
+    ui.open(f"admin?tab=users&tag={tag}")
+    table = page.get_by_role("region", name="Users table")
+    expect(table.get_by_role("row")).to_have_count(51)  # the header and the first 50
+    expect(page.get_by_text("Users 1–50 of 55")).to_be_visible()
+    page.get_by_role("checkbox", name=ALL_BOX).check()
+    expect(page.get_by_role("status").filter(has_text="55 Users, 55 selected")).to_be_visible()
+    page.get_by_role("button", name="Next", exact=True).click()
+    expect(table.get_by_role("row")).to_have_count(6)
+    expect(page.get_by_text("Users 51–55 of 55")).to_be_visible()
+    last = page.get_by_role("row").filter(has=page.get_by_role("link", name=f"{tag}-54", exact=True))
+    expect(last.get_by_role("checkbox")).to_be_checked()
+    dialog = choose_action(page, "Set allowance")
+    dialog.get_by_label("Monthly allowance", exact=True).fill("2.5M")
+    dialog.get_by_role("button", name="Set allowance 55 Users").click()
+    expect(dialog.get_by_role("status")).to_have_text("Set the allowance of 55 Users.")
+    dialog.get_by_role("button", name="Done").click()
+    expect(last).to_contain_text("2.5M")
+    listed = {u["id"]: u for u in ok(page, "GET", f"v1/admin/users?tag={tag}")["users"]}
+    assert {listed[user_id]["monthly_allowance"] for user_id in made} == {2_500_000}
+    ui.check()
 
 
 def test_a_normal_user_reaches_nothing_of_the_users_tab(app: App, new_ui: Any) -> None:

@@ -75,8 +75,8 @@ function UserRow({ user, me, checked, onToggle }) {
       aria-label=${can ? `Select ${who}` : `Select ${who} (${why}: cannot be selected)`}
       onChange=${(event) => onToggle(user.id, event.currentTarget.checked)} /></td>
     <th scope="row" class="users-who">
-      <${Link} to=${`/admin/users/${user.id}`}>${who}</${Link}>
-      ${user.email ? html`<span class="muted">${user.name}</span>` : null}
+      <${Link} to=${`/admin/users/${user.id}`} title=${who}>${who}</${Link}>
+      ${user.email ? html`<span class="muted" title=${user.name}>${user.name}</span>` : null}
     </th>
     <td>${user.organization || "—"}</td>
     <td>${user.role === "admin" ? "Admin" : "User"}</td>
