@@ -65,6 +65,14 @@ async def restore_user(user_id: str, request: Request, admin: AdminDep):
     return await _standing(user_id, request, admin, "active")
 
 
+@router.post("/{user_id}/delete")
+async def delete_user(user_id: str, request: Request, admin: AdminDep):
+    """Delete the User from their own row (an admin too, but never yourself): a soft delete, see domain/operations."""
+    who = bodies.path_id(user_id, "user_id", USER)
+    await bodies.read_fields(request, ())
+    return await users.delete_user(services_of(request), who, admin.user_id)
+
+
 @router.post("/{user_id}/allowance")
 async def set_allowance(user_id: str, request: Request, admin: AdminDep):
     """`tokens`: the monthly allowance, or null for the platform's default."""

@@ -37,6 +37,13 @@ async def set_standing(services: Services, who: uuid.UUID, standing: str, acting
         return documents.user_brief(await users.set_standing(session, who, Standing(standing), acting=acting))
 
 
+async def delete_user(services: Services, who: uuid.UUID, acting: uuid.UUID) -> dict[str, Any]:
+    """Delete from the User's own row: an admin too, never `acting` itself."""
+    async with services.ledger.write_sessions() as session:
+        user = await users.delete_one(session, who, acting=acting)
+        return {**documents.user_brief(user), "deleted_at": documents.iso(user.deleted_at)}
+
+
 async def set_allowance(services: Services, who: uuid.UUID, wanted: int | None) -> dict[str, Any]:
     """`wanted`: the monthly allowance, or None for the platform's default."""
     async with services.ledger.write_sessions() as session:

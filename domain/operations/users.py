@@ -28,6 +28,7 @@ from domain.operations.platform import Platform
 OWN_ROLE = "You cannot change your own role: ask another admin."
 OWN_STANDING = "You cannot suspend yourself: ask another admin."
 DELETED = "{name} is deleted: a deleted User cannot be changed."
+OWN_DELETE = "You cannot delete yourself: ask another admin."
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,16 @@ def changeable(user: User) -> User:
     (a Restore would let them ask for a password link)."""
     if user.deleted_at is not None:
         raise LedgerError(DELETED.format(name=user.name))
+    return user
+
+
+async def delete_one(session: AsyncSession, who: str | uuid.UUID, *, acting: uuid.UUID | None = None) -> User:
+    """Delete one User from their own row (their page), an admin too; never yourself, never twice."""
+    user = changeable(await find_user(session, who))
+    if acting == user.id:
+        raise LedgerError(OWN_DELETE)
+    await delete_user(session, user, utcnow())
+    await session.commit()
     return user
 
 

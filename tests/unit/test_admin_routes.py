@@ -38,6 +38,7 @@ ROUTES = [
     ("POST", "/v1/admin/users/{id}/suspend"), ("POST", "/v1/admin/users/{id}/restore"),
     ("POST", "/v1/admin/users/{id}/allowance"), ("POST", "/v1/admin/users/{id}/role"),
     ("POST", "/v1/admin/users/bulk"), ("POST", "/v1/admin/users/{id}/details"),
+    ("POST", "/v1/admin/users/{id}/delete"),
     ("POST", "/v1/admin/users/{id}/tags"), ("DELETE", "/v1/admin/users/{id}/tags/some-tag"),
     ("POST", "/v1/admin/users/{id}/grants"), ("POST", "/v1/admin/users/{id}/budget"),
     ("GET", "/v1/admin/users/{id}/keys"), ("POST", "/v1/admin/users/{id}/keys"),

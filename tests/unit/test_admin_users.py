@@ -241,6 +241,19 @@ async def test_delete_keeps_the_rows_and_locks_the_user_out_for_good(admin):
     assert (await admin.ok("GET", f"/v1/admin/users/{alice}"))["deleted_at"] == row["deleted_at"]
 
 
+async def test_an_admin_is_deleted_from_their_own_row_never_yourself(admin):
+    me, erin = await root_id(admin), await promoted(admin, "erin")
+    _, key = await admin.key_of(erin)
+    deleted = await admin.ok("POST", f"/v1/admin/users/{erin}/delete")
+    assert (deleted["id"], deleted["standing"]) == (erin, "suspended") and deleted["deleted_at"]
+    assert_error(await admin.call("GET", "/v1/admin/users", key=key), 401, "key_revoked")
+    assert_error(await admin.call("POST", f"/v1/admin/users/{erin}/delete"), 400, "invalid_request",
+                 message="erin is deleted: a deleted User cannot be changed.")
+    assert_error(await admin.call("POST", f"/v1/admin/users/{me}/delete"), 400, "invalid_request",
+                 message="You cannot delete yourself: ask another admin.")
+    assert (await listed(admin))[ADMIN_NAME]["deleted_at"] is None
+
+
 async def test_the_bulk_body_is_read_strictly(admin):
     alice = await admin.user("alice")
     assert_error(await admin.call("POST", BULK, {"action": "promote", "user_ids": [alice]}), 400, "invalid_request",

@@ -7,6 +7,9 @@
 //   <UserActionDialog action="suspend" users=${users} me=${me} onClose=... onDone=... />  one action's dialog
 //   runUserAction("suspend", ids, { tag, tokens })  the route itself: { changed: [ids], refused: [...] }
 //
+// On a User's own row (their page: `ownRow`), an admin is not left out ("change an admin from their own
+// row"): each action takes the User's own route (POST v1/admin/users/<id>/suspend, .../delete, ...).
+//
 // `users` are rows as GET v1/admin/users lists them (or a User's page: id, name, email, role, standing,
 // tags, deleted_at); `me` is the signed-in admin ({ id }).
 import { useLayoutEffect, useState } from "preact/hooks";
@@ -50,10 +53,10 @@ export function selectable(user, me) {
 
 // Why an action leaves a User out, as a group the dialog counts ("Leaves out 2 admins ..."); null: it suits.
 // The API holds the same rules (domain/operations/user_bulk.py) and answers a refusal for each User it leaves out.
-function leftOut(action, user, me, tag) {
+function leftOut(action, user, me, tag, ownRow) {
   if (user.id === me?.id) return "own";
   if (user.deleted_at) return "deleted";
-  if ((action === "suspend" || action === "delete") && user.role === "admin") return "admin";
+  if ((action === "suspend" || action === "delete") && user.role === "admin" && !ownRow) return "admin";
   if (action === "suspend" && user.standing === "suspended") return "suspended";
   if (action === "restore" && user.standing !== "suspended") return "active";
   if (action === "add_tag" && tag && (user.tags || []).includes(tag)) return "tagged";
@@ -72,11 +75,11 @@ const LEFT_OUT = {
 };
 
 /** The Users that `action` suits, and a sentence for each group that it leaves out. */
-export function sortOut(action, chosen, me, tag = "") {
+export function sortOut(action, chosen, me, tag = "", ownRow = false) {
   const suited = [];
   const groups = {};
   for (const user of chosen) {
-    const why = leftOut(action, user, me, tag);
+    const why = leftOut(action, user, me, tag, ownRow);
     if (why) groups[why] = (groups[why] || 0) + 1;
     else suited.push(user);
   }
@@ -90,6 +93,21 @@ export function runUserAction(action, ids, { tag, tokens } = {}) {
   if (action === "add_tag" || action === "remove_tag") body.tag = tag;
   if (action === "set_allowance") body.tokens = tokens === "" || tokens === undefined ? null : tokens;
   return api("v1/admin/users/bulk", { method: "POST", body });
+}
+
+/** One User's action through their own routes, answered as the bulk route answers. */
+export async function runRowAction(action, user, { tag, tokens } = {}) {
+  const path = `v1/admin/users/${user.id}`;
+  const calls = {
+    suspend: () => api(`${path}/suspend`, { method: "POST" }),
+    restore: () => api(`${path}/restore`, { method: "POST" }),
+    delete: () => api(`${path}/delete`, { method: "POST" }),
+    add_tag: () => api(`${path}/tags`, { method: "POST", body: { tag } }),
+    remove_tag: () => api(`${path}/tags/${encodeURIComponent(tag)}`, { method: "DELETE" }),
+    set_allowance: () => api(`${path}/allowance`, { method: "POST", body: { tokens: tokens === "" || tokens === undefined ? null : tokens } }),
+  };
+  await calls[action]();
+  return { changed: [user.id], refused: [] };
 }
 
 const WHAT = {
@@ -107,7 +125,7 @@ const DONE = {
 
 function Refusals({ refused }) {
   if (!refused.length) return null;
-  return html`<div class="user-refusals">
+  return html`<div class="users-refusals">
     <p>The API refused ${users(refused.length)}:</p>
     <ul>${refused.map((each) => html`<li key=${each.user_id}>
       <strong>${each.name || each.user_id}</strong>${each.email ? html` <span class="muted">(${each.email})</span>` : null}:
@@ -116,8 +134,8 @@ function Refusals({ refused }) {
 }
 
 /** One action's dialog; `action` null: closed. `onDone(answer)` after the route answered, `onClose` on
- * Cancel or Done. */
-export function UserActionDialog({ action, users: chosen, me, onClose, onDone }) {
+ * Cancel or Done. `ownRow`: the one User's own row (their page), where admins are not left out. */
+export function UserActionDialog({ action, users: chosen, me, onClose, onDone, ownRow = false }) {
   const [tag, setTag] = useState("");
   const [tokens, setTokens] = useState("");
   const [typed, setTyped] = useState("");
@@ -130,7 +148,7 @@ export function UserActionDialog({ action, users: chosen, me, onClose, onDone })
   }, [action]);
   if (!action) return null;
   const written = tagForm(tag);
-  const { suited, notes } = sortOut(action, chosen, me, written);
+  const { suited, notes } = sortOut(action, chosen, me, written, ownRow && chosen.length === 1);
   const needsTag = action === "add_tag" || action === "remove_tag";
   const words = deleteWords(suited.length);
   const ready = suited.length > 0 && (!needsTag || validTag(written)) && (action !== "delete" || typed.trim() === words);
@@ -139,7 +157,10 @@ export function UserActionDialog({ action, users: chosen, me, onClose, onDone })
     setBusy(true);
     setError(null);
     try {
-      const found = await runUserAction(action, suited.map((user) => user.id), { tag: written, tokens: tokens.trim() });
+      const given = { tag: written, tokens: tokens.trim() };
+      const found = ownRow && suited.length === 1
+        ? await runRowAction(action, suited[0], given)
+        : await runUserAction(action, suited.map((user) => user.id), given);
       setAnswer(found);
       if (onDone) onDone(found);
     } catch (failure) {
@@ -152,17 +173,17 @@ export function UserActionDialog({ action, users: chosen, me, onClose, onDone })
   const title = `${LABEL[action]}: ${users(chosen.length)} selected`;
   if (answer) {
     const names = answer.changed.length;
-    return html`<${Dialog} open=${true} title=${title} onCancel=${onClose} class="user-action-dialog">
+    return html`<${Dialog} open=${true} title=${title} onCancel=${onClose} class="users-action-dialog">
       <p role="status">${DONE[action]} ${users(names)}${needsTag ? ` (${written})` : ""}.</p>
       <${Refusals} refused=${answer.refused} />
       <div class="actions actions-end"><button type="button" class="primary" onClick=${onClose}>Done</button></div>
     </${Dialog}>`;
   }
   const button = action === "delete" ? `Delete ${users(suited.length)}` : `${LABEL[action]} ${users(suited.length)}`;
-  return html`<${Dialog} open=${true} title=${title} onCancel=${onClose} class="user-action-dialog">
+  return html`<${Dialog} open=${true} title=${title} onCancel=${onClose} class="users-action-dialog">
     <${Form} onSubmit=${submit}>
       <p>${suited.length ? WHAT[action](suited.length) : "The action suits none of the selected Users."}</p>
-      ${notes.length ? html`<ul class="user-left-out">${notes.map((note) => html`<li>${note}</li>`)}</ul>` : null}
+      ${notes.length ? html`<ul class="users-left-out">${notes.map((note) => html`<li>${note}</li>`)}</ul>` : null}
       ${needsTag ? html`<${Field} label="Tag" value=${tag} onInput=${setTag} maxlength="64" autocomplete="off" required
         hint=${written && written !== tag ? `Written as ${written}.` : "Lowercase letters, digits and dashes, at most 32, such as hiring-2026-08."}
         error=${errors.field.tag || (written && !validTag(written) ? "A tag has lowercase letters, digits and dashes, at most 32 characters." : null)} />` : null}
@@ -183,15 +204,15 @@ export function UserActionDialog({ action, users: chosen, me, onClose, onDone })
 
 /** A menu of the six actions on `users` (the Users tab's Selected Users, or one User's on their page). With
  * no User to act on, the button is off. */
-export function UserActions({ users: chosen, me, onDone, label = "Selected Users", ariaLabel }) {
+export function UserActions({ users: chosen, me, onDone, label = "Selected Users", ariaLabel, ownRow = false }) {
   // The Users as they were when the dialog opened: onDone may reload them, or clear the selection.
   const [open, setOpen] = useState(null);
   const items = ACTIONS.map(([name, text]) => ({
     label: text, danger: name === "delete", onSelect: () => setOpen({ action: name, users: chosen }),
   }));
   return html`${chosen.length
-      ? html`<${Menu} label=${label} ariaLabel=${ariaLabel} items=${items} align="start" class="user-actions" />`
+      ? html`<${Menu} label=${label} ariaLabel=${ariaLabel} items=${items} align="start" class="users-actions" />`
       : html`<button type="button" class="menu-button" disabled>${label}</button>`}
-    <${UserActionDialog} action=${open?.action || null} users=${open?.users || []} me=${me}
+    <${UserActionDialog} action=${open?.action || null} users=${open?.users || []} me=${me} ownRow=${ownRow}
       onClose=${() => setOpen(null)} onDone=${onDone} />`;
 }
