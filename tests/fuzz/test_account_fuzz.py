@@ -97,6 +97,11 @@ ROUTES = [
     Route("POST", "/account/password-links", ("email",), session=False),
     Route("GET", "/account/password-links/{token}", session=False),
     Route("POST", "/account/password", ("token", "password"), session=False),
+    # Sign-in providers: the fuzz's App offers none, so each provider's routes answer 404.
+    Route("GET", "/account/providers", session=False),
+    Route("GET", "/account/providers/{provider_id}/start", ("intent", "next"), session=False),
+    Route("GET", "/account/providers/{provider_id}/callback", ("code", "state"), session=False),
+    Route("POST", "/account/providers/{provider_id}/unlink"),
 ]
 NOT_JSON_ROUTES = {("GET", "/account/csrf")}  # 204 with a cookie, nothing to send
 
@@ -212,7 +217,7 @@ def bodies(draw: Any, fields: tuple[str, ...]) -> bytes | None:
 def attempts(draw: Any, route: Route, own_ids: list[str], looms: dict[str, list[str]]) -> Attempt:
     """`looms`: the App User's Looms, each with its Nodes."""
     path = route.path
-    for name in ("{key_id}", "{run_id}", "{group_id}", "{token}"):
+    for name in ("{key_id}", "{run_id}", "{group_id}", "{token}", "{provider_id}"):
         if name in path:
             path = path.replace(name, draw(path_ids(own_ids)))
     if "{loom_id}" in path:  # one of the User's Looms, then a Node of it
