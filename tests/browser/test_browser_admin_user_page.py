@@ -85,10 +85,9 @@ def test_an_admin_reads_and_changes_a_users_page(app: App, new_ui: Any) -> None:
     completions_card = usage.locator(".stat").filter(has=page.get_by_role("heading", name="Completions", exact=True))
     expect(completions_card.locator(".big")).to_have_text("1")
     expect(usage.get_by_role("link", name="Request more tokens")).to_have_count(0)  # the User's own link
-    # Choosing a model keeps it in the address, as Usage does; a model they did not use counts nothing.
-    model = usage.get_by_label("Model", exact=True)
-    options = model.locator("option").all_inner_texts()
-    assert len(options) >= 2, options
+    # The models to choose from are the App's, as on Usage (choosing one: the next test).
+    options = usage.get_by_label("Model", exact=True).locator("option").all_inner_texts()
+    assert options[0] == "All models" and len(options) >= 2, options
     ui.shoot("admin-user-page")
 
     # API keys: their key with its status and when it was last used.
