@@ -71,7 +71,7 @@ function Screenshots({ shots, setShots, error, setError }) {
       <button type="button" onClick=${() => input.current.click()} aria-describedby="feedback-shots-hint">Choose screenshots</button>
       <p class="hint" id="feedback-shots-hint">Or drop them here, or paste them. PNG, JPEG, GIF or WebP, each 2 MB or less; at most 5.</p>
       <input ref=${input} type="file" accept="image/png,image/jpeg,image/gif,image/webp" multiple hidden
-        aria-label="Screenshots" onChange=${(event) => { add(event.currentTarget.files); event.currentTarget.value = ""; }} />
+        aria-label="Choose screenshots" onChange=${(event) => { add(event.currentTarget.files); event.currentTarget.value = ""; }} />
     </div>
     ${shots.length ? html`<ul class="feedback-shot-list" aria-labelledby="feedback-shots-label">
       ${shots.map((shot, index) => html`<li key=${index}>
