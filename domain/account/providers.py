@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from domain import errors
@@ -49,7 +50,17 @@ def _usable(claims: Claims) -> None:
 
 async def _link_once(session: AsyncSession, user_id: uuid.UUID, provider: Provider, claims: Claims,
                      now: datetime) -> None:
-    """Links the provider's account to the User, unless it is already: flushes, does not commit."""
+    """Links the provider's account to the User, unless it is already: flushes, does not commit. Of two
+    first sign-ins at once, the second meets the first's row in the unique constraints: it is told to try
+    again, and that try finds the link."""
+    try:
+        await _link_if_new(session, user_id, provider, claims, now)
+    except IntegrityError as conflict:
+        raise ProviderRefused("failed", f"a link of {provider.id} was made at the same time") from conflict
+
+
+async def _link_if_new(session: AsyncSession, user_id: uuid.UUID, provider: Provider, claims: Claims,
+                       now: datetime) -> None:
     found = await identities.by_subject(session, provider.id, claims.subject)
     if found is not None:
         if found.user_id != user_id:

@@ -136,6 +136,42 @@ async def test_the_first_sign_in_links_the_provider_and_starts_a_session(provide
     assert len(await identities_of(provider_stack, user.id)) == 1
 
 
+@pytest.mark.postgres
+async def test_a_link_and_an_unlink_on_postgresql(provider_stack, issuer):
+    """The link's table and its unique constraints on the cluster's database too."""
+    browser = await signed_in(provider_stack)
+    subject = person(issuer, browser.email)
+    assert problem_of(await through_provider(browser.http, subject, intent="link")) == ("/profile", {})
+    other = await make_user(provider_stack)
+    httpx.put(f"{issuer}/users/{subject}", json={"email": other.email, "email_verified": True})
+    back = await through_provider(await browser_client(provider_stack), subject)
+    assert problem_of(back)[1]["problem"] == ["linked_elsewhere"]
+    assert (await browser.post("/account/providers/oidc/unlink")).json() == {"providers": []}
+
+
+@pytest.mark.postgres
+async def test_two_first_sign_ins_at_once_make_one_link(provider_stack, issuer):
+    """On PostgreSQL both may find no link and both insert: the second meets the first's row and is told
+    to try again, never a 500, and that try signs in."""
+    import asyncio
+
+    from domain.account.providers import sign_in_with_provider
+    from domain.account.provider_presets import provider_of
+
+    user = await make_user(provider_stack)
+    provider = provider_of(provider_stack.services.settings, "oidc")
+    assert provider is not None
+    claims = Claims("sub-at-once", user.email or "", True)
+    results = await asyncio.gather(*(sign_in_with_provider(provider_stack.services, provider, claims, f"10.7.7.{n}")
+                                     for n in range(2)), return_exceptions=True)
+    refused = [result for result in results if isinstance(result, ProviderRefused)]
+    assert all(result.code == "failed" for result in refused), results
+    assert len(refused) < 2 and not [result for result in results if isinstance(result, Exception)
+                                     and not isinstance(result, ProviderRefused)]
+    assert len(await identities_of(provider_stack, user.id)) == 1
+    await sign_in_with_provider(provider_stack.services, provider, claims, "10.7.7.9")
+
+
 async def test_an_unverified_email_is_refused(provider_stack, issuer):
     user = await make_user(provider_stack)
     http = await browser_client(provider_stack)
