@@ -5,7 +5,8 @@ chosen as on Usage, by a range or the calendar. Users, Budget and Platform end w
 list Daily numbers; Platform's chart reads by keyboard and as a table. The team's accounts (admins)
 are not counted among Users: a new admin and an admin's Completion change no number about Users,
 while a new User and their Completion do. Usage's All Users and All models count one User or one
-model, and name the model by its id with the served name on hover. axe-core at 1280 and 390 px.
+model, and name the model by its id with the served name on hover, as the User's own Usage page
+does. axe-core at 1280 and 390 px.
 
 The stack is the package's, shared with other modules' Users: the test reads the numbers before and
 after what it does, and checks the difference and that the page shows the API's numbers."""
@@ -174,4 +175,16 @@ def test_analytics_tabs_days_and_the_teams_accounts(app: App, new_ui: Any) -> No
     expect(page).to_have_url(re.compile(rf"view=spend&from={today - timedelta(days=2)}&to={today}$"))
     expect(page.get_by_role("heading", name="Spend stop", exact=True)).to_be_visible()
     ui.check()
+
+    # The same name on the User's own Usage page: the Model filter and By model name the model by its
+    # id, the served name on hover (the filter said the served name, the tables the id).
+    user_ui.open("usage")
+    upage = user_ui.page
+    own_models = upage.get_by_label("Model", exact=True)
+    expect(own_models.get_by_role("option", name=MODEL, exact=True)).to_have_count(1)
+    expect(own_models.get_by_role("option", name=SERVED, exact=True)).to_have_count(0)
+    expect(upage.get_by_role("region", name="By model").get_by_title(SERVED, exact=True)).to_have_text(MODEL)
+    expect(upage.get_by_role("region", name="Completions, newest 100").get_by_title(SERVED, exact=True)).to_have_text(MODEL)
+    own_models.select_option(MODEL)
+    expect(own_models).to_have_attribute("title", SERVED)
     user_ui.check()

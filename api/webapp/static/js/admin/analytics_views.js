@@ -135,7 +135,7 @@ export function UsageFilters({ choice, doc, models, pick }) {
   if (choice.user && !users.some((u) => u.id === choice.user)) users.push({ id: choice.user, name: choice.user });
   const chosen = users.find((u) => u.id === choice.user);
   const counted = doc ? doc.by_model.map((m) => m.name) : [];
-  return html`<div class="filters selects analytics-choice">
+  return html`<div class="selects analytics-choice">
     <div class="field field-inline"><label for="analytics-user">User</label>
       <select id="analytics-user" value=${choice.user} title=${chosen ? chosen.name : "All Users"}
         onChange=${(e) => pick({ user: e.currentTarget.value })}>
