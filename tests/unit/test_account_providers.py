@@ -352,6 +352,7 @@ async def test_github_reads_the_verified_email_during_the_callback_and_keeps_no_
         if request.url.path == "/login/oauth/access_token":
             form = parse_qs(request.content.decode())
             assert form["code"] == ["the-code"] and form["code_verifier"] == [flow.verifier]
+            assert request.headers["accept"] == "application/json"  # GitHub answers a form without it
             return httpx2.Response(200, json={"access_token": "gho_x", "token_type": "bearer", "scope": "user:email"})
         assert request.headers["authorization"] == "Bearer gho_x"
         if request.url.path == "/user":
