@@ -97,6 +97,7 @@ ROUTES = [
     Route("POST", "/account/password-links", ("email",), session=False),
     Route("GET", "/account/password-links/{token}", session=False),
     Route("POST", "/account/password", ("token", "password"), session=False),
+    Route("POST", "/account/feedback", ("kind", "note", "page", "anonymous", "errors", "screenshots")),
     # Sign-in providers: the fuzz's App offers none, so each provider's routes answer 404.
     Route("GET", "/account/providers", session=False),
     Route("GET", "/account/providers/{provider_id}/start", ("intent", "next"), session=False),
