@@ -49,7 +49,7 @@ function UserMenu({ user, me, title, copy, onDone }) {
     { label: "Copy User id", onSelect: () => copy(user.id, "the User id") },
   ];
   return html`<${Menu} label="Actions" ariaLabel=${`Actions for ${title}`} items=${items} />
-    <${UserActionDialog} action=${action} users=${[user]} me=${me} onClose=${() => setAction(null)} onDone=${onDone} />`;
+    <${UserActionDialog} action=${action} users=${[user]} me=${me} ownRow=${true} onClose=${() => setAction(null)} onDone=${onDone} />`;
 }
 
 export default function AdminUser({ route, user: visitor }) {
