@@ -13,6 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.tokens import analytics
 from ledger.accounts import app_sessions
+from ledger.accounts import identities
 from ledger.accounts import user_columns
 from ledger.tokens import grants
 from ledger.work import harvests
@@ -181,6 +182,7 @@ async def delete_user(session: AsyncSession, user: User, now: datetime) -> None:
     Holds, Grants and Completions keep naming them."""
     await change_standing(session, user, Standing.suspended)
     await user_columns.revoke_all_keys(session, user.id)
+    await identities.unlink_all(session, user.id)  # no provider signs a deleted User in, nor holds their address
     user.password_hash, user.deleted_at = None, now
     session.add(user)
     await session.flush()

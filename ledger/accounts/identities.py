@@ -63,6 +63,11 @@ async def unlink(session: AsyncSession, user_id: uuid.UUID, provider: str) -> bo
     return bool(gone.rowcount)
 
 
+async def unlink_all(session: AsyncSession, user_id: uuid.UUID) -> None:
+    """Every provider of the User, without a commit (a deleted User's sign-in ways go with them)."""
+    await session.exec(delete(SignInIdentity).where(col(SignInIdentity.user_id) == user_id))
+
+
 async def count_of_user(session: AsyncSession, user_id: uuid.UUID) -> int:
     return int((await session.exec(select(func.count()).select_from(SignInIdentity)
                                    .where(SignInIdentity.user_id == user_id))).one())

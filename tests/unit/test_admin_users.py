@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from ledger.accounts import app_sessions
+from ledger.accounts import app_sessions, identities
 from ledger.accounts.passwords import hash_password
 from ledger.accounts.sign_in import WRONG, user_of_password
 from ledger.accounts.tables import Application, ApplicationStatus, User
@@ -214,6 +214,7 @@ async def test_delete_keeps_the_rows_and_locks_the_user_out_for_good(admin):
     await admin.spent(alice, key_id, 12, now - timedelta(days=1))
     async with admin.stack.services.ledger.write_sessions() as session:
         _, token = await app_sessions.start(session, uuid.UUID(alice), now)
+        await identities.link(session, uuid.UUID(alice), "google", "alice-at-google", "alice@example.org", now)
         await session.commit()
     answer = await admin.ok("POST", BULK, {"action": "delete", "user_ids": [alice, erin]})
     assert answer["changed"] == [alice]
@@ -227,6 +228,7 @@ async def test_delete_keeps_the_rows_and_locks_the_user_out_for_good(admin):
         assert await app_sessions.find(session, token, utcnow()) is None
         with pytest.raises(SignInFailed, match=WRONG):
             await user_of_password(session, "alice@example.org", PASSWORD)
+        assert await identities.of_user(session, uuid.UUID(alice)) == []  # no provider signs them in
     for action, extra in (("restore", {}), ("add_tag", {"tag": "x"}), ("set_allowance", {"tokens": 5}),
                           ("delete", {})):
         again = await admin.ok("POST", BULK, {"action": action, "user_ids": [alice, bob], **extra})
