@@ -25,6 +25,7 @@ function seconds(value) {
 }
 
 function percent(share) {
+  // From the counts, not the API's share_used, which rounds 6 of 5,000,000 to 0.
   if (share > 0 && share < 0.001) return "<0.1%"; // some tokens used: not 0%
   return `${Math.round(share * 1000) / 10}%`;
 }
@@ -77,7 +78,7 @@ export function BudgetView({ doc }) {
         rows=${doc.closest.map((line) => html`<tr>
           <td><${Link} to=${`/admin/users/${line.user.id}`} class="cut-name" title=${line.user.name}>${line.user.name}</${Link}></td>
           <td class="num">${number(line.allowance_used)}</td><td class="num">${number(line.monthly_allowance)}</td>
-          <td class="num">${percent(line.share_used)}</td>
+          <td class="num">${percent(line.monthly_allowance > 0 ? line.allowance_used / line.monthly_allowance : 1)}</td>
           <td class="nowrap">${line.runs_out_on ? day(line.runs_out_on) : "Not this month"}</td></tr>`)} /></${Part}>
       <${Part} title="Refused requests per day" wide>
         <${DayChart} days=${doc.daily} label="Refused requests per day"
