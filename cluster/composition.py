@@ -13,6 +13,7 @@ a doorbell built before both joins them (`services_with_runner`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from domain.budget import TokenLedger
 from domain.completions.admission import Admission
+from domain.feedback import notes as feedback_notes
 from domain.feeds import Feed, feed_of
 from domain.harvests.long_polls import LongPolls
 from domain.idempotency import Idempotency
@@ -148,7 +150,8 @@ def runner_times(settings: Settings) -> RunnerTimes:
 def build_runner(services: Services, doorbell: Doorbell | None = None) -> Runner:
     """A Runner of every kind over `services`; `doorbell` where routes beside it announce their work."""
     return Runner(services.ledger, handlers(services), list(services.catalog.models),
-                  runner_times(services.settings), mailer=services.mailer, doorbell=doorbell)
+                  runner_times(services.settings), mailer=services.mailer, doorbell=doorbell,
+                  housekeepers=[functools.partial(feedback_notes.retry_linear, services)])
 
 
 def services_with_runner(settings: Settings, catalog: Catalog, clients: dict[str, EngineClient],

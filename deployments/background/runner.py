@@ -28,8 +28,8 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Awaitable, Callable, Sequence
 
 from deployments.background.doorbell import Doorbell
 from deployments.background.kinds import AttemptHold, WorkHandler, WorkLost
@@ -44,6 +44,7 @@ from ledger.work.tables import Work, WorkKind
 from ledger.store.survive import survive
 
 log = logging.getLogger("acs.runner")
+Housekeeper = Callable[[datetime], Awaitable[object]]
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Runner:
 
     def __init__(self, ledger: Settlement, handlers: list[WorkHandler], model_ids: list[str],
                  times: RunnerTimes = RunnerTimes(), mailer: Mailer | None = None,
-                 doorbell: Doorbell | None = None) -> None:
+                 doorbell: Doorbell | None = None, housekeepers: Sequence[Housekeeper] = ()) -> None:
         self.ledger = ledger
         self.sessions = ledger.write_sessions
         self.owner = ledger.owner
@@ -78,6 +79,9 @@ class Runner:
         self.housekeeping_s = times.housekeeping_s
         self.watch_s = times.watch_s
         self.mailer = mailer  # the App's unsent mail goes out again at each housekeeping
+        # What the layers above want done at each housekeeping too (the composition root names them):
+        # each is called with the time, and one that fails is logged and leaves the others be.
+        self.housekeepers = list(housekeepers)
         self.attempts: dict[uuid.UUID, asyncio.Task] = {}
         self._claim_loops: list[asyncio.Task] = []
         self.doorbell = doorbell or Doorbell()
@@ -277,6 +281,11 @@ class Runner:
         async with self.sessions() as session:
             await erase_kept(session, now)
         await deliver_pending(self.sessions, self.mailer, now)
+        for housekeeper in self.housekeepers:
+            try:
+                await housekeeper(now)
+            except Exception:  # noqa: BLE001 - one chore's failure must not stop the Runner's loop
+                log.exception("a housekeeping chore failed; it runs again at the next housekeeping")
 
     async def _end_unusable(self) -> None:
         for handler in self.handlers.values():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 from domain import errors
@@ -34,6 +35,10 @@ NOTES_REFILL_PER_S = 10 / 3600
 TOO_MANY_NOTES = "You sent more than 10 notes in an hour. Try again in {seconds} seconds."
 NOTE_NOT_FOUND = "No feedback note or screenshot has this id."
 TITLE_MAX = 80
+# The Runner tries again the notes without an issue that are older than the route's own try can be,
+# for a week: Linear refusing the same note for longer is not a passing outage.
+LINEAR_SETTLE = timedelta(minutes=5)
+LINEAR_RETRY_FOR = timedelta(days=7)
 
 
 def storage_of(services: Services) -> FeedbackStorage:
@@ -114,8 +119,24 @@ async def to_linear(services: Services, note_id: uuid.UUID, email: str | None) -
                                                                             else email, assets))
     except LinearFailed as failure:
         reason = str(failure)
+    except OSError as failure:  # a screenshot that storage cannot read: say so, as Linear's refusals are
+        reason = f"A screenshot could not be read from storage: {type(failure).__name__}."
     async with services.ledger.write_sessions() as session:
         await ledger.record_linear(session, note.id, url=url, error=reason)
+
+
+async def retry_linear(services: Services, now: datetime) -> int:
+    """The Runner's housekeeping: each note of the last 7 days that has no Linear issue gets another
+    try, once its route's own try had time to end (LINEAR_SETTLE). So a Linear that was down, or a
+    replica that stopped between its answer and Linear, loses no issue. How many it tried."""
+    if linear_of(services.settings) is None:
+        return 0
+    async with services.sessions() as session:
+        waiting = await ledger.without_issue(session, made_after=now - LINEAR_RETRY_FOR,
+                                             made_before=now - LINEAR_SETTLE)
+    for line in waiting:
+        await to_linear(services, line.note.id, line.email)
+    return len(waiting)
 
 
 # -- Admin's Feedback tab ---------------------------------------------------------------------------------

@@ -96,3 +96,14 @@ async def list_notes(session: AsyncSession, *, limit: int, before: uuid.UUID | N
     if before is not None:
         query = query.where(col(FeedbackNote.id) < before)
     return [NoteLine(note, email, name) for note, email, name in await session.exec(query)]
+
+
+async def without_issue(session: AsyncSession, *, made_after: datetime, made_before: datetime) -> list[NoteLine]:
+    """The notes made between the two times that have no Linear issue yet, oldest first, with their
+    Users' emails: those whose issue failed, and those whose try never ended (a process that stopped)."""
+    query = (select(FeedbackNote, User.email, User.name)
+             .join(User, col(User.id) == col(FeedbackNote.user_id), isouter=True)
+             .where(col(FeedbackNote.linear_url).is_(None), col(FeedbackNote.created_at) > made_after,
+                    col(FeedbackNote.created_at) <= made_before)
+             .order_by(col(FeedbackNote.id)))
+    return [NoteLine(note, email, name) for note, email, name in await session.exec(query)]

@@ -9,6 +9,7 @@ import base64
 import struct
 import uuid
 import zlib
+from datetime import timedelta
 from typing import Any, AsyncIterator
 
 import pytest
@@ -18,7 +19,7 @@ from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
 from domain import errors
-from domain.feedback import validation
+from domain.feedback import notes, validation
 from domain.feedback.linear import LinearClient, LinearFailed
 from domain.feedback.storage import FeedbackStorage
 from harvest.storage import HarvestStorage
@@ -372,6 +373,35 @@ async def test_when_linear_is_down_the_note_stays_with_the_reason(fake_stack: An
     listed = {n["id"]: n for n in (await admin.get("/v1/admin/feedback?limit=200")).json()["data"]}
     assert listed[str(note.id)]["linear"] == {"url": None, "error": "Linear did not answer: ConnectError."}
     assert (await admin.get("/" + listed[str(note.id)]["screenshots"][0]["url"])).content == png()
+
+
+async def test_the_runner_makes_the_issue_once_linear_is_back(fake_stack: Any, linear: FakeLinear) -> None:
+    """A note whose issue failed (or whose replica stopped before Linear) gets it at a later housekeeping,
+    once the route's own try had time to end, and for a week; one that has its issue is left alone.
+    (The other tests' notes share the ledger: this one is found by its own text.)"""
+    await _linear_stack(fake_stack, "http://127.0.0.1:9/graphql")
+    browser = await signed_in(fake_stack)
+    text = f"The chart is empty {uuid.uuid4().hex}"
+    answer = await send(browser, {**NOTE, "note": text, "screenshots": [shot("chosen.png", png())]})
+    note = await stored(fake_stack, answer.json()["id"])
+    assert note.linear_url is None and note.linear_error
+    await _linear_stack(fake_stack, linear.url("/graphql"))  # Linear answers again
+    services = fake_stack.services
+
+    def issues() -> list[dict]:
+        return [issue for issue in linear.issues if text in issue["description"]]
+
+    await notes.retry_linear(services, note.created_at + timedelta(minutes=1))  # the route's own try may run
+    await notes.retry_linear(services, note.created_at + timedelta(days=8))  # past a week: no more tries
+    assert issues() == [] and (await stored(fake_stack, answer.json()["id"])).linear_url is None
+    assert await notes.retry_linear(services, note.created_at + timedelta(minutes=10)) >= 1
+    note = await stored(fake_stack, answer.json()["id"])
+    assert note.linear_url is not None and note.linear_url.startswith("https://linear.app/acs/issue/")
+    assert note.linear_error == ""
+    [issue] = issues()
+    assert browser.email in issue["description"] and "![chosen.png](https://uploads.linear.app/fake/" in issue["description"]
+    await notes.retry_linear(services, note.created_at + timedelta(minutes=20))
+    assert len(issues()) == 1
 
 
 async def test_five_screenshots_of_2_mb_fit_the_routes_body(fake_stack: Any, tmp_path: Any) -> None:
