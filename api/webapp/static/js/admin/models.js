@@ -23,14 +23,22 @@ function zones() {
   return ["UTC", ...all.filter((zone) => zone !== "UTC")];
 }
 
+const TIME_ERROR = "Write a time of the 24-hour clock, such as 08:30.";
+
 function minuteOf(text) {
-  const found = /^(\d{1,2}):(\d{2})$/.exec(text || "");
+  const found = /^(\d{1,2}):(\d{2})$/.exec((text || "").trim());
   if (!found) return null;
   const [hours, minutes] = [Number(found[1]), Number(found[2])];
   return hours < 24 && minutes < 60 ? hours * 60 + minutes : null;
 }
 
 /** A window's hours in a week, as the API counts them: one that ends at or before its start ends the next day. */
+/** "8:30" as the API takes it: "08:30". */
+function padded(text) {
+  const minute = minuteOf(text);
+  return minute === null ? text : `${String(Math.floor(minute / 60)).padStart(2, "0")}:${String(minute % 60).padStart(2, "0")}`;
+}
+
 function hoursAWeek(days, from, to) {
   const start = minuteOf(from);
   const end = minuteOf(to);
@@ -101,15 +109,29 @@ function AddWindowDialog({ model, onAdd, onClose }) {
   const [from, setFrom] = useState("08:30");
   const [to, setTo] = useState("18:00");
   const [zone, setZone] = useState("UTC");
-  const form = useSubmit(() => onAdd({ model: model.model, days, from, to, time_zone: zone }));
+  const [typed, setTyped] = useState({});
+  const form = useSubmit(async () => {
+    // The browser's time field shows a 12-hour clock in some languages: the App writes 24-hour times.
+    const wrong = {};
+    if (minuteOf(from) === null) wrong.from = TIME_ERROR;
+    if (minuteOf(to) === null) wrong.to = TIME_ERROR;
+    if (!days.length) wrong.days = "Choose at least one day.";
+    setTyped(wrong);
+    if (Object.keys(wrong).length) return;
+    await onAdd({ model: model.model, days, from: padded(from), to: padded(to), time_zone: zone });
+  });
   useLayoutEffect(() => {
-    if (model) { setDays([1, 2, 3, 4, 5]); setFrom("08:30"); setTo("18:00"); setZone("UTC"); form.reset(); }
+    if (model) { setDays([1, 2, 3, 4, 5]); setFrom("08:30"); setTo("18:00"); setZone("UTC"); setTyped({}); form.reset(); }
   }, [model]);
   if (!model) return null;
   const errors = splitError(form.error, ["days", "from", "to", "time_zone"]);
+  for (const [name, message] of Object.entries(typed)) errors.field[name] = message;
   const weekly = days.length ? hoursAWeek(days, from, to) : 0;
   const nextDay = minuteOf(from) !== null && minuteOf(to) !== null && minuteOf(to) <= minuteOf(from);
-  const toggle = (value, on) => setDays(on ? [...days, value].sort() : days.filter((each) => each !== value));
+  const toggle = (value, on) => {
+    setDays(on ? [...days, value].sort() : days.filter((each) => each !== value));
+    setTyped({ ...typed, days: null });
+  };
   return html`<${Dialog} open=${true} title=${`Add a window for ${model.model}`} onCancel=${onClose} class="dialog-warm">
     <${Form} onSubmit=${form.submit}>
       <fieldset class=${`field checks warm-days${errors.field.days ? " field-invalid" : ""}`}
@@ -123,10 +145,12 @@ function AddWindowDialog({ model, onAdd, onClose }) {
         ${errors.field.days ? html`<p class="field-error" id="warm-days-error">${errors.field.days}</p>` : null}
       </fieldset>
       <div class="warm-times">
-        <${Field} label="From" type="time" value=${from} onInput=${setFrom} required error=${errors.field.from} />
-        <${Field} label="To" type="time" value=${to} onInput=${setTo} required error=${errors.field.to}
-          hint=${nextDay ? "Ends the next day." : undefined} />
+        <${Field} label="From" value=${from} onInput=${(text) => { setFrom(text); setTyped({ ...typed, from: null }); }}
+          required autocomplete="off" maxlength="5" hint="24-hour clock, such as 08:30." error=${errors.field.from} />
+        <${Field} label="To" value=${to} onInput=${(text) => { setTo(text); setTyped({ ...typed, to: null }); }}
+          required autocomplete="off" maxlength="5" hint="24-hour clock, such as 18:00." error=${errors.field.to} />
       </div>
+      ${nextDay ? html`<p class="hint warm-next-day">It ends at ${padded(to)} the next day.</p>` : null}
       <div class=${`field${errors.field.time_zone ? " field-invalid" : ""}`}>
         <label for="warm-zone">Time zone</label>
         <select id="warm-zone" value=${zone} onChange=${(event) => setZone(event.currentTarget.value)}>
@@ -140,7 +164,7 @@ function AddWindowDialog({ model, onAdd, onClose }) {
       <${FormError} message=${errors.form} />
       <div class="actions actions-end">
         <button type="button" onClick=${onClose}>Cancel</button>
-        <button type="submit" class="primary" disabled=${form.busy || !days.length}>Add window</button>
+        <button type="submit" class="primary" disabled=${form.busy}>Add window</button>
       </div>
     </${Form}>
   </${Dialog}>`;
