@@ -47,6 +47,12 @@ def fits_a_phone(ui: UI) -> None:
     assert wider == [], wider
 
 
+def whole_at_1280(page: Any, table: str) -> None:
+    """The table's columns fit the page at 1280 px: nothing of it scrolls out of view."""
+    box = page.get_by_role("region", name=table, exact=True)
+    assert box.evaluate("box => box.scrollWidth <= box.clientWidth"), f"{table} scrolls at 1280 px"
+
+
 def row_action(page: Any, text: str, action: str) -> None:
     """Open the menu at the end of the row, and select the action."""
     row_of(page, text).get_by_role("button", name=re.compile(r"^Actions of")).click()
@@ -174,6 +180,7 @@ def test_an_admin_decides_token_requests(app: App, new_ui: Any) -> None:
     page.keyboard.press("Enter")
     expect(dialog).to_be_hidden()
     expect(row_of(page, refused.email).get_by_role("cell").nth(3)).to_have_text(re.compile(r"^Rejected"))
+    whole_at_1280(page, "Token requests")
     ui.shoot("token-requests-decided")
 
     # Each User reads the decision on Request more tokens.
@@ -213,6 +220,14 @@ def test_an_admin_decides_applications_and_makes_invites(app: App, new_ui: Any) 
     assert statuses == sorted(statuses, key=lambda status: status != "Waiting"), statuses
     ui.shoot("applications")
     fits_a_phone(ui)
+    # On a phone the row keeps its status and its menu in view: the name and the day go under the email.
+    page.set_viewport_size({"width": 390, "height": 844})
+    under = row_of(page, approved).get_by_text(re.compile(r"^Applicant Approved, \d\d:\d\d UTC$"))
+    expect(under).to_be_visible()
+    table = page.get_by_role("region", name="Applications")
+    assert table.evaluate("box => box.scrollWidth <= box.clientWidth"), "the table scrolls at 390 px"
+    page.set_viewport_size({"width": 1280, "height": 800})
+    expect(under).to_be_hidden()  # at 1280 the name and the day have columns of their own
 
     # Read the Application, then approve it from its dialog, with tokens for the Budget.
     row_action(page, approved, "Read the application")
@@ -291,5 +306,6 @@ def test_an_admin_decides_applications_and_makes_invites(app: App, new_ui: Any) 
     assert "Invited Guest" in [user["name"] for user in tagged], tagged
     ui.open("admin?tab=applications")
     expect(row_of(page, invited).get_by_role("cell").nth(4)).to_have_text("Approved")
+    whole_at_1280(page, "Applications")
     for visitor in (ui, guest):
         visitor.check()

@@ -44,12 +44,12 @@ function Row({ item, onRead, onApprove, onReject }) {
   ];
   return html`<tr>
     <td class="applicant"><span class="cut" title=${item.email}>${item.email}</span>
-      <span class="phone-only muted">${item.name}</span></td>
+      <span class="phone-only muted applicant-more">${item.name}, ${when(item.created_at)}</span></td>
     <td class="wide"><span class="cut" title=${item.name}>${item.name}</span></td>
     <td class="wide"><span class="cut" title=${item.organization}>${item.organization}</span></td>
-    <td class="nowrap">${when(item.created_at)}</td>
+    <td class="nowrap wide">${when(item.created_at)}</td>
     <td><${StatusBadge} status=${item.status} /></td>
-    <td class="wide">${decided(item)}</td>
+    <td class="wide decided">${decided(item)}</td>
     <td class="row-menu"><${Menu} label=${html`<span aria-hidden="true">⋯</span>`} ariaLabel=${`Actions of ${item.email}`}
       items=${items} floating=${true} /></td>
   </tr>`;
@@ -62,7 +62,7 @@ function Table({ applications, ...actions }) {
       <caption class="visually-hidden">Applications, the waiting ones first</caption>
       <thead><tr>
         <th scope="col">Email</th><th scope="col" class="wide">Name</th><th scope="col" class="wide">Organization</th>
-        <th scope="col">Applied</th><th scope="col">Status</th><th scope="col" class="wide">Decided</th>
+        <th scope="col" class="wide">Applied</th><th scope="col">Status</th><th scope="col" class="wide">Decided</th>
         <th scope="col"><span class="visually-hidden">Actions</span></th>
       </tr></thead>
       <tbody>${applications.map((item) => html`<${Row} key=${item.id} item=${item} ...${actions} />`)}</tbody>

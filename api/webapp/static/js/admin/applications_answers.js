@@ -27,10 +27,11 @@ export function Answers({ questions }) {
   </dl>`;
 }
 
-/** "Grace Admin, 05:02 UTC": who decided and when; "—" while it waits. */
+/** "Grace Admin, 05:02 UTC": who decided and when, the time on one line; "—" while it waits. */
 export function decided(item) {
   if (!item.decided_at) return "—";
-  return item.decided_by ? `${item.decided_by}, ${when(item.decided_at)}` : when(item.decided_at);
+  const time = html`<span class="nowrap">${when(item.decided_at)}</span>`;
+  return item.decided_by ? html`${item.decided_by}, ${time}` : time;
 }
 
 /** A decision's dialog: what it does, one field (`field`: {name, label, hint, multiline, initial, optional}),

@@ -68,7 +68,7 @@ function Row({ item, onRead, onApprove, onReject }) {
     <td><${StatusBadge} status=${item.status} />
       ${item.note ? html`<span class="phone-only note-under">${item.note}</span>` : null}</td>
     <td class="num nowrap" title=${granted === "—" ? undefined : number(item.granted)}>${granted}</td>
-    <td class="wide">${decided(item)}</td>
+    <td class="wide decided">${decided(item)}</td>
     <td class="row-menu"><${Menu} label=${html`<span aria-hidden="true">⋯</span>`}
       ariaLabel=${`Actions of the request of ${who(item)}`} items=${items} floating=${true} /></td>
   </tr>`;
