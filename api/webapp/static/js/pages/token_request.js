@@ -6,7 +6,7 @@ import { Field, FormError, splitError } from "../components/field.js";
 import { Form } from "../components/form.js";
 import { compact, day } from "../components/format.js";
 import { Link } from "../components/link.js";
-import { servedName } from "../components/model_name.js";
+import { shortName } from "../components/model_name.js";
 import { PageHeader } from "../notice.js";
 
 const EMPTY = { tokens: "", models: [], project: "", planned_usage: "", how_you_got_the_number: "", results: "", links: "", when_needed: "" };
@@ -35,7 +35,7 @@ function Models({ models, chosen, onChange, error }) {
     <legend>Models</legend>
     ${models.length ? models.map((m) => html`<div class="field-check">
       <input type="checkbox" id=${`model-${m.id}`} checked=${chosen.includes(m.id)} onChange=${(e) => toggle(m.id, e.currentTarget.checked)} />
-      <label for=${`model-${m.id}`} title=${servedName(models, m.id)}>${m.id}</label>
+      <label for=${`model-${m.id}`} title=${m.id}>${shortName(m)}</label>
     </div>`) : html`<p class="hint">Loading the models…</p>`}
     ${error ? html`<p class="field-error" id="models-error">${error}</p>` : null}
   </fieldset>`;

@@ -3,31 +3,13 @@
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { html } from "../html.js";
+import { maker, shortName } from "../components/model_name.js";
 
-const SHORT_NAMES = {
-  "meta-llama/Llama-3.1-8B": "Llama 3.1 8B",
-  "meta-llama/Llama-3.1-405B": "Llama 3.1 405B",
-  "arcee-ai/Trinity-Large-TrueBase": "Trinity Large",
-};
-const MAKERS = { "meta-llama": "Meta", "arcee-ai": "Arcee", HuggingFaceTB: "Hugging Face", acs: "ACS" };
+export { maker, shortName };
+
 // About how long a start takes, by the GPUs that it loads (spec: "Cold starts and long requests":
 // the 8-GPU models took 17.6 and 25 minutes in testing).
 const START_S = { one: 6 * 60, eight: 25 * 60 };
-
-/** "Llama 3.1 8B" for meta-llama/Llama-3.1-8B; other models by their own name, dashes as spaces. */
-export function shortName(model) {
-  if (!model) return "";
-  const served = model.name || model.id;
-  if (SHORT_NAMES[served]) return SHORT_NAMES[served];
-  const tail = served.includes("/") ? served.slice(served.indexOf("/") + 1) : served;
-  return tail.replace(/[-_]+/g, " ");
-}
-
-export function maker(model) {
-  const served = (model && (model.name || model.id)) || "";
-  const org = served.includes("/") ? served.slice(0, served.indexOf("/")) : "";
-  return MAKERS[org] || org || "";
-}
 
 /** The maker's mark before a model's name: its initial in a round badge (no image to load). */
 export function ModelName({ model, id }) {
