@@ -40,12 +40,6 @@ def v1_status(app: App, key: str, expected: int, timeout_s: float = 15.0) -> dic
         time.sleep(0.5)
 
 
-STAND_IN = """import { html } from "../html.js";
-import Spend from "./spend.js";
-export default function Tab({ route }) { return html`<${Spend} route=${route} days=${null} />`; }
-"""
-
-
 def fits_a_phone(ui: UI) -> None:
     """At 390 px nothing reaches past the page's right edge (a wide table scrolls in its own box)."""
     page = ui.page
@@ -76,9 +70,6 @@ def fits_a_phone(ui: UI) -> None:
 
 def open_spend(ui: UI) -> Any:
     page = ui.page
-    # TEMP (H5): Analytics (H4) is a placeholder yet; a stand-in renders spend.js as its Spend tab does.
-    page.route("**/js/admin/analytics.js", lambda route: route.fulfill(
-        status=200, content_type="text/javascript", body=STAND_IN))
     ui.open(SPEND_TAB)
     expect(page.get_by_role("heading", name="Spend stop", exact=True)).to_be_visible()
     return page

@@ -56,15 +56,15 @@ function amounts(list) {
 function Top({ doc }) {
   const warn = amounts(doc.warn_usd);
   return html`<div class="stats spend-top">
-    <div class="stat"><h3 class="stat-title">Last 24 hours</h3>
+    <div class="stat"><h2 class="stat-title">Last 24 hours</h2>
       <p class="big">${usd(doc.last_24h_usd)}</p>
       <p class="sub">${warn ? `Warns the team at ${warn}. ` : ""}Pauses new GPU work at ${usd(doc.pause_usd)}.</p>
     </div>
-    <div class="stat"><h3 class="stat-title">Since the last Clear</h3>
+    <div class="stat"><h2 class="stat-title">Since the last Clear</h2>
       <p class="big">${usd(doc.counted_since_clear_usd)}</p>
       <p class="sub">The spend that the pause counts, within 24 hours.</p>
     </div>
-    <div class="stat"><h3 class="stat-title">Inference last counted</h3>
+    <div class="stat"><h2 class="stat-title">Inference last counted</h2>
       <p class="big">${doc.last_counted_at ? when(doc.last_counted_at) : "Never"}</p>
       <p class="sub">The API counts Inference's containers each minute. It is not Modal's bill.</p>
     </div>
@@ -81,7 +81,7 @@ function changeText(change) {
 function Stop({ doc, onLock, onClear }) {
   const last = doc.changes[0];
   return html`<section class="part spend-stop" aria-labelledby="spend-stop-title">
-    <h3 id="spend-stop-title">Spend stop</h3>
+    <h2 id="spend-stop-title">Spend stop</h2>
     <div class="spend-stop-row">
       <p class="spend-state" role="status">
         <span class=${`badge ${doc.locked ? "badge-paused" : "badge-active"}`}>${doc.locked ? "Paused" : "Running"}</span>
@@ -138,7 +138,7 @@ function Table({ caption, head, rows, empty }) {
 }
 
 function Part({ title, children }) {
-  return html`<section class="part part-wide"><h3>${title}</h3>${children}</section>`;
+  return html`<section class="part part-wide"><h2>${title}</h2>${children}</section>`;
 }
 
 function perDay(found) {
