@@ -175,8 +175,9 @@ def test_a_warm_window_with_its_cost_warm_now_and_remove(app: App, new_ui: Any) 
     ui.open("admin?tab=models")
     models = page.get_by_role("table", name="Models")
     expect(models).to_be_visible()
-    first = models.locator("tbody tr").first
-    model = first.locator("td").first.inner_text().split()[0]
+    # The App names a model by its short name, its id on hover (components/model_name.js).
+    actions = models.get_by_role("button", name=re.compile("^Actions of ")).first
+    model = (actions.get_attribute("aria-label") or "").removeprefix("Actions of ")
     for column in ("Floor", "Next 7 days"):
         expect(models.get_by_role("columnheader", name=column)).to_be_visible()
     ui.shoot("models")

@@ -11,6 +11,7 @@ import { Field, FormError, splitError } from "../components/field.js";
 import { Form } from "../components/form.js";
 import { number, usd, utcClock, when } from "../components/format.js";
 import { Menu } from "../components/menu.js";
+import { ModelId, nameOf, useModels } from "../components/model_name.js";
 
 const REFRESH_MS = 60000;
 const DAY_NAMES = [[1, "Monday"], [2, "Tuesday"], [3, "Wednesday"], [4, "Thursday"], [5, "Friday"], [6, "Saturday"], [7, "Sunday"]];
@@ -104,7 +105,7 @@ function useSubmit(action) {
   return { error, busy, submit, reset: () => setError(null) };
 }
 
-function AddWindowDialog({ model, onAdd, onClose }) {
+function AddWindowDialog({ model, names, onAdd, onClose }) {
   const [days, setDays] = useState([1, 2, 3, 4, 5]);
   const [from, setFrom] = useState("08:30");
   const [to, setTo] = useState("18:00");
@@ -132,7 +133,7 @@ function AddWindowDialog({ model, onAdd, onClose }) {
     setDays(on ? [...days, value].sort() : days.filter((each) => each !== value));
     setTyped({ ...typed, days: null });
   };
-  return html`<${Dialog} open=${true} title=${`Add a window for ${model.model}`} onCancel=${onClose} class="dialog-warm">
+  return html`<${Dialog} open=${true} title=${`Add a window for ${nameOf(names, model.model)}`} onCancel=${onClose} class="dialog-warm">
     <${Form} onSubmit=${form.submit}>
       <fieldset class=${`field checks warm-days${errors.field.days ? " field-invalid" : ""}`}
         aria-describedby=${errors.field.days ? "warm-days-error" : undefined}>
@@ -170,7 +171,7 @@ function AddWindowDialog({ model, onAdd, onClose }) {
   </${Dialog}>`;
 }
 
-function WarmNowDialog({ model, onWarm, onClose }) {
+function WarmNowDialog({ model, names, onWarm, onClose }) {
   const [count, setCount] = useState("1");
   const [invalid, setInvalid] = useState(null);
   const form = useSubmit(async () => {
@@ -186,7 +187,7 @@ function WarmNowDialog({ model, onWarm, onClose }) {
   const errors = splitError(form.error, ["hours"]);
   const value = Number(count);
   const valid = Number.isInteger(value) && value >= 1 && value <= 24;
-  return html`<${Dialog} open=${true} title=${`Warm ${model.model} now`} onCancel=${onClose}>
+  return html`<${Dialog} open=${true} title=${`Warm ${nameOf(names, model.model)} now`} onCancel=${onClose}>
     <${Form} onSubmit=${form.submit}>
       <${Field} label="Hours" type="number" min="1" max="24" step="1" inputmode="numeric" value=${count}
         onInput=${(text) => { setCount(text); setInvalid(null); }} required hint="From 1 to 24. It ends by itself."
@@ -203,25 +204,25 @@ function WarmNowDialog({ model, onWarm, onClose }) {
   </${Dialog}>`;
 }
 
-function removeText(window) {
+function removeText(window, names) {
   const cost = window.kind === "warm_now"
     ? `It costs ${usd(window.usd)} for its ${hours(window.hours)}, ${usd(window.next_7_days_usd)} of that still to come.`
     : `It costs ${usd(window.usd_per_week)} a week, ${usd(window.next_7_days_usd)} in the next 7 days.`;
-  return `${window.model}, ${windowWhen(window)}. ${cost} Once removed, it no longer keeps the model Warm.`;
+  return `${nameOf(names, window.model)}, ${windowWhen(window)}. ${cost} Once removed, it no longer keeps the model Warm.`;
 }
 
-function Models({ doc, onAdd, onWarm }) {
+function Models({ doc, names, onAdd, onWarm }) {
   return html`<div class="table-scroll" tabindex="0" role="region" aria-label="Models">
     <table class="table models-table">
       <caption class="visually-hidden">Models</caption>
       <thead><tr><th scope="col">Model</th><th scope="col" class="num">Floor</th><th scope="col" class="num">Warm hour</th>
         <th scope="col" class="num">Next 7 days</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
       <tbody>${doc.models.map((model) => html`<tr>
-        <td>${model.model}${model.warm_now ? html` <span class="badge badge-active">Warm</span>` : null}</td>
+        <td><${ModelId} id=${model.model} models=${names} />${model.warm_now ? html` <span class="badge badge-active">Warm</span>` : null}</td>
         <td class="num">${number(model.floor)}</td>
         <td class="num">${usd(model.replica_hour_usd)}</td>
         <td class="num">${usd(model.next_7_days_usd)}</td>
-        <td class="row-menu"><${Menu} label=${html`<span aria-hidden="true">⋯</span>`} ariaLabel=${`Actions of ${model.model}`}
+        <td class="row-menu"><${Menu} label=${html`<span aria-hidden="true">⋯</span>`} ariaLabel=${`Actions of ${nameOf(names, model.model)}`}
           floating=${true} items=${[{ label: "Add a window", onSelect: () => onAdd(model) },
             { label: "Warm now", onSelect: () => onWarm(model) }]} /></td>
       </tr>`)}</tbody>
@@ -229,7 +230,7 @@ function Models({ doc, onAdd, onWarm }) {
   </div>`;
 }
 
-function Windows({ doc, onRemove }) {
+function Windows({ doc, names, onRemove }) {
   if (!doc.windows.length) return html`<p class="note">No window keeps a model Warm. Add one in a model's actions.</p>`;
   return html`<div class="table-scroll" tabindex="0" role="region" aria-label="Warm windows">
     <table class="table warm-table">
@@ -238,13 +239,13 @@ function Windows({ doc, onRemove }) {
         <th scope="col" class="num">Next 7 days</th><th scope="col" class="wide">Added by</th>
         <th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
       <tbody>${doc.windows.map((window) => html`<tr>
-        <td>${window.model}${window.on_now ? html` <span class="badge badge-active">On</span>` : null}</td>
+        <td><${ModelId} id=${window.model} models=${names} />${window.on_now ? html` <span class="badge badge-active">On</span>` : null}</td>
         <td>${windowWhen(window)}</td>
         <td class="num nowrap">${windowCost(window)}</td>
         <td class="num">${usd(window.next_7_days_usd)}</td>
         <td class="wide">${window.created_by}</td>
         <td class="row-menu"><${Menu} label=${html`<span aria-hidden="true">⋯</span>`} floating=${true}
-          ariaLabel=${`Actions of the window of ${window.model}, ${windowWhen(window)}`}
+          ariaLabel=${`Actions of the window of ${nameOf(names, window.model)}, ${windowWhen(window)}`}
           items=${[{ label: "Remove", onSelect: () => onRemove(window), danger: true }]} /></td>
       </tr>`)}</tbody>
     </table>
@@ -253,6 +254,7 @@ function Windows({ doc, onRemove }) {
 
 export default function ModelsTab() {
   const [state, reload] = useWarm();
+  const names = useModels();
   const [dialog, setDialog] = useState(null); // {kind: "add"|"warm"|"remove", model | window}
   const close = () => setDialog(null);
   async function add(body) {
@@ -281,12 +283,12 @@ export default function ModelsTab() {
     <p class="note">The Floor is the containers that Inference keeps running without requests. A Warm hour costs the model's GPUs.
       Start a window 30 to 45 minutes before Users need the model. While new GPU work is paused, no window keeps a model Warm.</p>
     ${state.error ? html`<p class="form-error" role="status">Could not refresh: ${state.error}</p>` : null}
-    <${Models} doc=${doc} onAdd=${(model) => setDialog({ kind: "add", model })} onWarm=${(model) => setDialog({ kind: "warm", model })} />
+    <${Models} doc=${doc} names=${names} onAdd=${(model) => setDialog({ kind: "add", model })} onWarm=${(model) => setDialog({ kind: "warm", model })} />
     <h2 class="warm-title">Warm windows</h2>
-    <${Windows} doc=${doc} onRemove=${(window) => setDialog({ kind: "remove", window })} />
-    <${AddWindowDialog} model=${dialog?.kind === "add" ? dialog.model : null} onAdd=${add} onClose=${close} />
-    <${WarmNowDialog} model=${dialog?.kind === "warm" ? dialog.model : null} onWarm=${warm} onClose=${close} />
+    <${Windows} doc=${doc} names=${names} onRemove=${(window) => setDialog({ kind: "remove", window })} />
+    <${AddWindowDialog} names=${names} model=${dialog?.kind === "add" ? dialog.model : null} onAdd=${add} onClose=${close} />
+    <${WarmNowDialog} names=${names} model=${dialog?.kind === "warm" ? dialog.model : null} onWarm=${warm} onClose=${close} />
     <${ConfirmDialog} subject=${dialog?.kind === "remove" ? dialog.window : null} title="Remove this window?"
-      text=${dialog?.kind === "remove" ? removeText(dialog.window) : ""} action="Remove" onConfirm=${remove} onClose=${close} />
+      text=${dialog?.kind === "remove" ? removeText(dialog.window, names) : ""} action="Remove" onConfirm=${remove} onClose=${close} />
   </div>`;
 }

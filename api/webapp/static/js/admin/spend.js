@@ -12,6 +12,7 @@ import { Field, FormError, splitError } from "../components/field.js";
 import { Form } from "../components/form.js";
 import { day, number, usd, utcClock, when } from "../components/format.js";
 import { Link } from "../components/link.js";
+import { ModelId, nameOf, useModels } from "../components/model_name.js";
 
 const REFRESH_MS = 60000;
 // The models that cost the most, then the others as one (grey): distinct at a glance and on a phone.
@@ -141,8 +142,8 @@ function Part({ title, children }) {
   return html`<section class="part part-wide"><h2>${title}</h2>${children}</section>`;
 }
 
-function perDay(found) {
-  const series = found.models.map((model, index) => ({ key: model, label: model, color: COLORS[index % COLORS.length] }));
+function perDay(found, names) {
+  const series = found.models.map((model, index) => ({ key: model, label: nameOf(names, model), color: COLORS[index % COLORS.length] }));
   const others = found.days.some((each) => each.other_usd > 0);
   if (others) series.push({ key: OTHER_KEY, label: "Other models", color: OTHERS });
   const days = found.days.map((each) => ({ day: each.day, ...each.usd, [OTHER_KEY]: each.other_usd }));
@@ -159,11 +160,12 @@ function axisUsd(value) {
 }
 
 function SpendParts({ doc }) {
-  const chart = perDay(doc.per_day);
+  const names = useModels();
+  const chart = perDay(doc.per_day, names);
   return html`<div class="parts spend-parts">
     <${Part} title="Last 24 hours by model"><${Table} caption="Last 24 hours by model" empty="No model ran in the last 24 hours."
       head=${[["Model"], ["Spend", "num"], ["GPU hours", "num"]]}
-      rows=${doc.by_model.map((line) => html`<tr><td>${line.model}</td><td class="num">${usd(line.usd)}</td>
+      rows=${doc.by_model.map((line) => html`<tr><td><${ModelId} id=${line.model} models=${names} /></td><td class="num">${usd(line.usd)}</td>
         <td class="num">${number(line.gpu_hours)}</td></tr>`)} /></${Part}>
     <${Part} title="GPU spend per day">
       <p class="sub">${day(doc.per_day.from)} to ${day(doc.per_day.to)}, the models that cost the most.</p>
@@ -175,7 +177,7 @@ function SpendParts({ doc }) {
     <${Part} title="Who used each model, last 48 hours"><${Table} caption="Who used each model, last 48 hours"
       empty="No Completions in the last 48 hours."
       head=${[["Model"], ["User"], ["Completions", "num"], ["Tokens", "num"], ["Part of its spend", "num"]]}
-      rows=${doc.who_used.map((line) => html`<tr><td>${line.model}</td>
+      rows=${doc.who_used.map((line) => html`<tr><td><${ModelId} id=${line.model} models=${names} /></td>
         <td><${Link} to=${`/admin/users/${line.user_id}`}>${line.email || line.name}</${Link}></td>
         <td class="num">${number(line.completions)}</td><td class="num">${number(line.tokens)}</td>
         <td class="num">${usd(line.usd)}</td></tr>`)} /></${Part}>
