@@ -314,6 +314,11 @@ class UI:
             self.folder.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(self.folder / f"{name}-{width}.png"), full_page=True)
             self._axe(name, width_name)
+            # A page wider than the window scrolls sideways as a whole: a table scrolls in its own box.
+            wide = page.evaluate("() => document.documentElement.scrollWidth")
+            if wide > width:
+                self.problems.append(f"{name} ({width_name}, {page.url}): the page is {wide} px wide in a "
+                                     f"window of {width} px")
         page.set_viewport_size(dict(zip(("width", "height"), WIDTHS["desktop"])))
 
     def _axe(self, name: str, width_name: str) -> None:

@@ -123,6 +123,7 @@ def test_an_admin_decides_token_requests(app: App, new_ui: Any) -> None:
     dialog = page.get_by_role("dialog", name=f"Request of {asker.name}")
     expect(dialog).to_be_visible()
     expect(answer_of(dialog, "Tokens")).to_have_text("100,000,000 (100M)")
+    expect(answer_of(dialog, "Models")).to_have_text("tiny llama random")  # its short name, as every page
     expect(answer_of(dialog, "Project")).to_have_text("Refusal directions")
     expect(answer_of(dialog, "Planned usage")).to_have_text("Activations of 20,000 prompts at 4 Layers.")
     expect(answer_of(dialog, "When you need them")).to_have_text("By June")

@@ -10,6 +10,7 @@ import { FormError } from "../components/field.js";
 import { compact, number, when } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Menu } from "../components/menu.js";
+import { modelList, useModels } from "../components/model_name.js";
 import { Answers, DecisionDialog, StatusBadge, decided } from "./applications_answers.js";
 
 /** The tokens as the field takes them, exactly: 100M, 50K, else the whole number, such as 2500000 (compact()
@@ -23,8 +24,8 @@ export function exactTokens(tokens) {
 
 // Request more tokens' questions, in its order and with its labels (pages/token_request.js). A request sent
 // before the form had them keeps its reason in planned_usage, so it shows under Planned usage.
-function questions(item) {
-  return [["Tokens", `${number(item.tokens)} (${compact(item.tokens)})`], ["Models", (item.models || []).join(", ")],
+function questions(item, models) {
+  return [["Tokens", `${number(item.tokens)} (${compact(item.tokens)})`], ["Models", modelList(models, item.models)],
     ["Project", item.project], ["Planned usage", item.planned_usage],
     ["How you got the number", item.how_you_got_the_number], ["Results", item.results], ["Links", item.links],
     ["When you need them", item.when_needed]];
@@ -33,6 +34,7 @@ function questions(item) {
 const who = (item) => item.user.name || item.user.email || item.user.id;
 
 function ReadDialog({ item, onApprove, onReject, onClose }) {
+  const models = useModels();
   if (!item) return null;
   const facts = [["User", html`<${Link} to=${`/admin/users/${item.user.id}`}>${who(item)}</${Link}>`],
     ["Email", item.user.email || "None"], ["Sent", when(item.created_at)],
@@ -41,7 +43,7 @@ function ReadDialog({ item, onApprove, onReject, onClose }) {
   if (item.decided_at) facts.push(["Decided", decided(item)]);
   if (item.status === "rejected") facts.push(["Note to them", item.note || "None"]);
   return html`<${Dialog} open=${true} title=${`Request of ${who(item)}`} onCancel=${onClose} class="dialog-read">
-    <${Answers} questions=${questions(item)} />
+    <${Answers} questions=${questions(item, models)} />
     <dl class="facts decision-facts">${facts.map(([label, value]) => html`<dt>${label}</dt><dd>${value}</dd>`)}</dl>
     <div class="actions actions-end">
       <button type="button" onClick=${onClose}>Close</button>

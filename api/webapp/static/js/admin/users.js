@@ -7,6 +7,7 @@ import { html } from "../html.js";
 import { api } from "../api.js";
 import { compact, day, number, when } from "../components/format.js";
 import { Link } from "../components/link.js";
+import { modelList, useModels } from "../components/model_name.js";
 import { navigate } from "../router.js";
 import { tabAddress } from "../pages/admin.js";
 import { UserActions, selectable, users as countUsers } from "./user_actions.js";
@@ -59,14 +60,15 @@ function Standing({ user }) {
     : html`<span class="badge badge-active">Active</span>`;
 }
 
-function Models({ models }) {
+/** The models a User used, most tokens first, by their short names; every one's id on hover. */
+function Models({ models, served }) {
   if (!models.length) return "—";
   const shown = models.slice(0, MODELS_SHOWN);
   const more = models.length - shown.length;
-  return html`<span title=${models.join(", ")}>${shown.join(", ")}${more ? ` +${more}` : ""}</span>`;
+  return html`<span title=${models.join(", ")}>${modelList(served, shown)}${more ? ` +${more}` : ""}</span>`;
 }
 
-function UserRow({ user, me, checked, onToggle }) {
+function UserRow({ user, me, checked, onToggle, served }) {
   const who = user.email || user.name;
   const can = selectable(user, me);
   const why = user.id === me?.id ? "your own row" : "deleted";
@@ -86,7 +88,7 @@ function UserRow({ user, me, checked, onToggle }) {
     <td>${when(user.last_completion_at)}</td>
     <td class="num">${number(user.active_weeks)}</td>
     <td class="num" title=${number(user.tokens_last_30_days)}>${compact(user.tokens_last_30_days)}</td>
-    <td class="users-models"><${Models} models=${user.models} /></td>
+    <td class="users-models"><${Models} models=${user.models} served=${served} /></td>
     <td class="num" title=${number(user.budget_left)}>${compact(user.budget_left)}</td>
     <td class="num" title=${user.allowance_is_default ? "The platform's default" : undefined}>${compact(user.monthly_allowance)}</td>
     <td class="num">${number(user.api_keys)}</td>
@@ -107,6 +109,7 @@ export default function UsersTab({ route, user: me }) {
   const [state, reload] = useUsers();
   const [selected, setSelected] = useState(() => new Set());
   const [page, setPage] = useState(0);
+  const served = useModels();
   const tag = route.query.get("tag") || "";
   useEffect(() => setPage(0), [tag]);
   if (state.users === null) {
@@ -150,7 +153,7 @@ export default function UsersTab({ route, user: me }) {
           <th scope="col" class="num">API keys</th><th scope="col">Joined</th>
         </tr></thead>
         <tbody>${shown.map((user) => html`<${UserRow} key=${user.id} user=${user} me=${me}
-          checked=${selected.has(user.id) && selectable(user, me)} onToggle=${toggle} />`)}</tbody>
+          checked=${selected.has(user.id) && selectable(user, me)} onToggle=${toggle} served=${served} />`)}</tbody>
       </table>
     </div>
     <${Pages} page=${at} pages=${pages} first=${at * PAGE_SIZE + 1} last=${at * PAGE_SIZE + shown.length}

@@ -4,6 +4,8 @@
 // The id, such as llama-8b or smollm2-135m, is what the ledger records, the address and exports keep,
 // and a request sends; the short name comes from the served name (the weights). `models` is
 // GET account/models' data: [{ id, name }], where name is the served name.
+import { useEffect, useState } from "preact/hooks";
+import { api } from "../api.js";
 import { html } from "../html.js";
 
 const SHORT_NAMES = {
@@ -53,4 +55,19 @@ export function ModelSelect({ id, value, models, onChange }) {
       <option value="">All models</option>
       ${models.map((m) => html`<option value=${m.id} title=${m.id}>${shortName(m)}</option>`)}
     </select>`;
+}
+
+/** The served models (GET account/models' data), read once by the page that names them; [] when the
+ * read fails, so that each model is named by its id. */
+export function useModels() {
+  const [models, setModels] = useState(null);
+  useEffect(() => {
+    api("account/models").then((answer) => setModels(answer.data)).catch(() => setModels([]));
+  }, []);
+  return models;
+}
+
+/** Models by their short names, apart with commas; their ids on hover. */
+export function modelList(models, ids) {
+  return (ids || []).map((id) => nameOf(models, id)).join(", ");
 }

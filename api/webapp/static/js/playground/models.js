@@ -1,11 +1,10 @@
-// The served models as the Playground shows them: a short name (the id on hover), the maker's
-// mark, the limits that the form checks, and whether a model is Warm or how far its start has got.
-import { useEffect, useState } from "preact/hooks";
+// The served models as the Playground shows them: a short name (the id on hover; components/model_name.js,
+// as every page names them), the maker's mark, and whether a model is Warm or how far its start has got.
 import { api } from "../api.js";
 import { html } from "../html.js";
-import { maker, shortName } from "../components/model_name.js";
+import { maker, shortName, useModels } from "../components/model_name.js";
 
-export { maker, shortName };
+export { maker, shortName, useModels };
 
 // About how long a start takes, by the GPUs that it loads (spec: "Cold starts and long requests":
 // the 8-GPU models took 17.6 and 25 minutes in testing).
@@ -18,14 +17,6 @@ export function ModelName({ model, id }) {
   return html`<span class="model-name" title=${model ? model.id : id}>
     ${by ? html`<span class=${`maker maker-${by.toLowerCase().replace(/\W+/g, "")}`} aria-hidden="true">${by[0]}</span>` : null}
     <span>${name}</span></span>`;
-}
-
-export function useModels() {
-  const [models, setModels] = useState(null);
-  useEffect(() => {
-    api("account/models").then((answer) => setModels(answer.data)).catch(() => setModels([]));
-  }, []);
-  return models;
 }
 
 export function modelStatus(id) {
