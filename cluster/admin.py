@@ -36,6 +36,7 @@ def admin_config(settings: Settings) -> admin.AdminConfig:
         job_result_kept=platform.job_result_kept,
         spend_pause_usd=platform.spend_pause_usd,
         replica_hour_usd=platform.replica_hour_usd,
+        floors=platform.floors,
         operator=operator_name(),
         mailer=mailer_of(settings),
         public_base_url=mail_base_url(settings),

@@ -94,6 +94,7 @@ class AdminConfig:
     spend_pause_usd: float = DEFAULT_SPEND_PAUSE_USD
     # What a Warm hour of each served model costs (the catalog's); the models a window may keep Warm.
     replica_hour_usd: Mapping[str, float] = field(default_factory=dict)
+    floors: Mapping[str, int] = field(default_factory=dict)  # each served model's min_replicas
     # Who a Lock, a Clear or a window of the command line is recorded as made by.
     operator: str = "command line"
     # The App's mail (ledger.accounts.mail.Mailer; None leaves it in the outbox for the Runner) and where its
@@ -106,6 +107,7 @@ class AdminConfig:
     def platform(self) -> Platform:
         return Platform(monthly_allowance=self.monthly_allowance, job_result_kept=self.job_result_kept,
                         spend_pause_usd=self.spend_pause_usd, replica_hour_usd=self.replica_hour_usd,
+                        floors=self.floors,
                         clock=self.clock)
 
 
@@ -321,7 +323,10 @@ async def warm_now(session: AsyncSession, args: argparse.Namespace, config: Admi
 
 
 async def warm_list(session: AsyncSession, args: argparse.Namespace, config: AdminConfig) -> None:
-    _print_windows(await warm_windows.window_lines(session, config.platform, args.model), args.json)
+    models, lines = await warm_windows.warm_tab(session, config.platform, args.model)
+    if args.json:
+        return print_json(documents.warm_tab(models, lines))
+    _print_windows(lines, as_json=False)
 
 
 async def warm_remove(session: AsyncSession, args: argparse.Namespace, config: AdminConfig) -> None:

@@ -8,21 +8,14 @@ from typing import Any
 from domain.operations import documents, warm_windows
 from domain.operations.platform import platform_of_services
 from domain.services import Services
-from ledger.tokens import spend
 
 
 async def list_windows(services: Services, model_id: str | None) -> dict[str, Any]:
     """Every window that still counts, with its cost, and each served model with its Floor and what
     its windows cost in the next 7 days; one model's when `model_id` is given."""
-    platform = platform_of_services(services)
     async with services.sessions() as session:
-        lines = await warm_windows.window_lines(session, platform, model_id)
-        stopped = (await spend.spend_stop(session)).locked
-    floors = {model: spec.autoscaling.min_replicas for model, spec in services.catalog.models.items()}
-    models = [line for line in warm_windows.model_lines(platform, floors, lines, stopped)
-              if model_id is None or line.model_id == model_id]
-    return {"models": [documents.model_line(line) for line in models],
-            "windows": [documents.window_line(line) for line in lines]}
+        models, lines = await warm_windows.warm_tab(session, platform_of_services(services), model_id)
+    return documents.warm_tab(models, lines)
 
 
 async def add_window(services: Services, model_id: str, days: list[int], start: int, end: int, zone: str,

@@ -181,6 +181,11 @@ def window_line(line: WindowLine) -> Document:
             "created_at": iso(window.created_at)}
 
 
+def warm_tab(models: list[ModelLine], lines: list[WindowLine]) -> Document:
+    """The Models tab: what GET /v1/admin/warm-windows answers and `warm list --json` prints."""
+    return {"models": [model_line(line) for line in models], "windows": [window_line(line) for line in lines]}
+
+
 # Analytics ---------------------------------------------------------------------------------------
 def days_of(first: date, last: date) -> Document:
     return {"from": first.isoformat(), "to": last.isoformat()}

@@ -28,6 +28,8 @@ class Platform:
     # What one Warm hour of each served model costs: its replica's GPUs at the catalog's
     # price per GPU-hour. Its keys are the models a window may keep Warm.
     replica_hour_usd: Mapping[str, float] = field(default_factory=dict)
+    # The replicas that each served model keeps without requests (the catalog's min_replicas): its Floor.
+    floors: Mapping[str, int] = field(default_factory=dict)
     # "Now" of every view and change: tests hand in a fixed clock.
     clock: Callable[[], datetime] = utcnow
 
@@ -40,6 +42,7 @@ def platform_of(settings: Settings, catalog: Any, clock: Callable[[], datetime] 
         spend_pause_usd=settings.spend_pause_usd,
         spend_warn_usd=tuple(sorted(settings.spend_warn_usd)),
         replica_hour_usd={model_id: spec.replica_hour_usd for model_id, spec in catalog.models.items()},
+        floors={model_id: spec.autoscaling.min_replicas for model_id, spec in catalog.models.items()},
         clock=clock,
     )
 

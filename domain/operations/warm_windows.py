@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from ledger.tokens import warm
+from ledger.tokens import spend, warm
 from ledger.errors import NotFound
 from ledger.tokens.tables import WarmWindow
 from domain.operations.platform import Platform
@@ -51,15 +51,24 @@ class ModelLine:
     next_7_days_usd: float  # what its windows cost in the next 7 days
 
 
-def model_lines(platform: Platform, floors: dict[str, int], lines: list[WindowLine],
-                stopped: bool) -> list[ModelLine]:
+async def warm_tab(session: AsyncSession, platform: Platform,
+                   model_id: str | None = None) -> tuple[list[ModelLine], list[WindowLine]]:
+    """The Models tab: each served model (or the one asked) with its Floor and its windows' cost in the
+    next 7 days, and every window that still counts with its cost."""
+    lines = await window_lines(session, platform, model_id)
+    stopped = (await spend.spend_stop(session)).locked
+    models = [line for line in model_lines(platform, lines, stopped) if model_id is None or line.model_id == model_id]
+    return models, lines
+
+
+def model_lines(platform: Platform, lines: list[WindowLine], stopped: bool) -> list[ModelLine]:
     """Each served model with its floor and what its windows cost in the next 7 days. A window that is
     on lifts the floor to one replica, unless the spend stop is on."""
     found = []
     for model_id, price in platform.replica_hour_usd.items():
         own = [line for line in lines if line.window.model_id == model_id]
         warm_now = not stopped and any(line.on_now for line in own)
-        floor = floors.get(model_id, 0)
+        floor = platform.floors.get(model_id, 0)
         found.append(ModelLine(model_id, max(floor, 1) if warm_now else floor, warm_now, price,
                                sum(line.next_7_days_usd for line in own)))
     return found

@@ -52,6 +52,12 @@ ROUTES = [
     ("DELETE", "/v1/admin/warm-windows/{id}"),
     ("GET", "/v1/admin/analytics/users"), ("GET", "/v1/admin/analytics/budget"),
     ("GET", "/v1/admin/analytics/platform"), ("GET", "/v1/admin/analytics/usage"),
+    ("GET", "/v1/admin/applications"), ("GET", "/v1/admin/applications/{id}"),
+    ("POST", "/v1/admin/applications/{id}/approve"), ("POST", "/v1/admin/applications/{id}/reject"),
+    ("POST", "/v1/admin/invites"),
+    ("GET", "/v1/admin/token-requests"), ("GET", "/v1/admin/token-requests/{id}"),
+    ("POST", "/v1/admin/token-requests/{id}/approve"), ("POST", "/v1/admin/token-requests/{id}/reject"),
+    ("GET", "/v1/admin/feedback"), ("GET", "/v1/admin/feedback/{id}/screenshots/{id}"),
 ]
 L40S_HOUR = 1.95  # what the catalog says an hour of llama-8b's GPU costs
 
@@ -547,7 +553,8 @@ async def test_the_command_line_prints_the_documents_the_routes_answer(admin, ca
     await admin.ok("POST", "/v1/admin/warm-windows", {"model": "tiny-llama", "days": "mon", "from": "09:00",
                                                       "to": "10:00"})
     await admin.ok("POST", "/v1/admin/spend/lock", {"reason": "checking"})
-    config = cli.AdminConfig(database_url=admin.url, replica_hour_usd={"tiny-llama": L40S_HOUR})
+    floors = {model: spec.autoscaling.min_replicas for model, spec in admin.stack.services.catalog.models.items()}
+    config = cli.AdminConfig(database_url=admin.url, replica_hour_usd={"tiny-llama": L40S_HOUR}, floors=floors)
     await admin.key_of(alice)
     for argv, route in ((["user", "list"], "/v1/admin/users"), (["spend", "show"], "/v1/admin/spend"),
                         (["warm", "list"], "/v1/admin/warm-windows"),
@@ -560,4 +567,6 @@ async def test_the_command_line_prints_the_documents_the_routes_answer(admin, ca
         for document in (printed, answered):  # a time relative to now differs by the call's moment
             for window in document.get("windows", []):
                 window.pop("on_now"), window.pop("next_7_days_usd")
+            for model in document.get("models", []):
+                model.pop("next_7_days_usd")
         assert printed == answered
