@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as dt_time
 from typing import Any
 
 from playwright.sync_api import expect
@@ -128,39 +130,59 @@ def test_lock_with_a_reason_pauses_gpu_work_and_clear_lifts_it(app: App, new_ui:
     ui.check()
 
 
-# Three days of GPU spend, as the API counts them, for the chart: the test profile's CPU models cost nothing.
-PER_DAY = {"from": "2026-11-29", "to": "2026-12-01", "models": ["llama-405b", "llama-8b"], "days": [
-    {"day": "2026-11-29", "usd": {"llama-405b": 871.68, "llama-8b": 46.8}, "other_usd": 0.0},
-    {"day": "2026-11-30", "usd": {"llama-405b": 0.0, "llama-8b": 0.0}, "other_usd": 0.0},
-    {"day": "2026-12-01", "usd": {"llama-405b": 0.0, "llama-8b": 1.95}, "other_usd": 3.5}]}
+# Three days of GPU spend for the chart, put in the ledger as the sampler writes it (the test profile's CPU
+# models cost nothing): a week ago, so that the last 24 hours, the stop and the warn amounts see none of it.
+# Models that the profile does not serve are named by their ids.
+SAMPLES = {0: {"llama-405b": 871.68, "llama-8b": 46.8}, 2: {"llama-8b": 1.95}}
+
+
+def shown_day(value: date) -> str:
+    return f"{value.day} {value:%b} {value.year}"
+
+
+def seed_spend(app: App, first: date) -> None:
+    from sqlalchemy import delete
+
+    from ledger.tokens.tables import SpendSample
+
+    async def seed(session: Any) -> None:
+        start = datetime.combine(first, dt_time(), tzinfo=timezone.utc)
+        models = {model for day in SAMPLES.values() for model in day}
+        await session.exec(delete(SpendSample).where(SpendSample.at >= start, SpendSample.at < start + timedelta(days=3),
+                                                     SpendSample.model_id.in_(models)))  # type: ignore[attr-defined]
+        for offset, spent in SAMPLES.items():
+            for model, usd in spent.items():
+                session.add(SpendSample(at=start + timedelta(days=offset, hours=12), model_id=model, replicas=1,
+                                        gpus=1.0, seconds=60.0, usd=usd))
+        await session.commit()
+
+    app.serve.read_ledger(seed)
 
 
 def test_gpu_spend_per_day_reads_by_keyboard_and_as_a_table(app: App, new_ui: Any) -> None:
     ui = signed_in_admin(app, new_ui, "spendchart")
     page = ui.page
-
-    def with_spend(route: Any) -> None:
-        answer = route.fetch()
-        route.fulfill(response=answer, json={**answer.json(), "per_day": PER_DAY})
-
-    page.route(re.compile(r".*/v1/admin/spend(\?.*)?$"), with_spend)
-    open_spend(ui)
-    expect(page.get_by_text("29 Nov 2026 to 1 Dec 2026, the models that cost the most.")).to_be_visible()
+    first = datetime.now(timezone.utc).date() - timedelta(days=7)
+    last = first + timedelta(days=2)
+    seed_spend(app, first)
+    ui.open(f"{SPEND_TAB}&from={first}&to={last}")
+    expect(page.get_by_text(f"{shown_day(first)} to {shown_day(last)}, the models that cost the most.")).to_be_visible()
     chart = page.get_by_role("group", name=re.compile("^GPU spend per day"))
     readout = page.locator(".spend-parts .readout")
     chart.focus()
     page.keyboard.press("Home")
-    expect(readout).to_have_text("29 Nov 2026: $918.48, llama-405b $871.68, llama-8b $46.80")
+    expect(readout).to_have_text(f"{shown_day(first)}: $918.48, llama-405b $871.68, llama-8b $46.80")
     page.keyboard.press("End")
-    expect(readout).to_have_text("1 Dec 2026: $5.45, llama-8b $1.95, Other models $3.50")
+    expect(readout).to_have_text(f"{shown_day(last)}: $1.95, llama-8b $1.95")
     page.keyboard.press("ArrowLeft")
-    expect(readout).to_have_text("30 Nov 2026: $0.00")
-    expect(page.locator(".spend-parts .legend")).to_have_text(re.compile(r"llama-405b\s+llama-8b\s+Other models"))
+    expect(readout).to_have_text(f"{shown_day(first + timedelta(days=1))}: $0.00")
+    expect(page.locator(".spend-parts .legend")).to_have_text(re.compile(r"llama-405b\s+llama-8b"))
     page.get_by_role("button", name="View as table").click()
     table = page.get_by_role("table", name="GPU spend per day")
-    expect(table.get_by_role("columnheader")).to_have_text(["Day", "llama-405b", "llama-8b", "Other models"])
-    expect(table.locator("tbody tr")).to_have_text([re.compile(r"29 Nov 2026\s*\$871\.68\s*\$46\.80\s*\$0\.00"),
-                                                    re.compile(r"1 Dec 2026\s*\$0\.00\s*\$1\.95\s*\$3\.50")])
+    expect(table.get_by_role("columnheader")).to_have_text(["Day", "llama-405b", "llama-8b"])
+    expect(table.locator("tbody tr")).to_have_text([
+        re.compile(rf"{shown_day(first)}\s*\$871\.68\s*\$46\.80"),
+        re.compile(rf"{shown_day(last)}\s*\$0\.00\s*\$1\.95")])
     ui.shoot("spend-chart")
     ui.check()
 
