@@ -4,6 +4,7 @@
 // opens the same; the numbers are read again every minute, and a failed read keeps the last ones.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../html.js";
+import { LoadFailed } from "../components/load_failed.js";
 import { api } from "../api.js";
 import { DayPicker, daysOf, daysRange } from "../components/days.js";
 import { day, utcClock } from "../components/format.js";
@@ -52,11 +53,8 @@ function Counted({ path, view, label, choice, models, pick }) {
   useEffect(() => { if (state.doc) setUpdated(new Date()); }, [state.doc]);
   const doc = state.doc;
   if (!doc && state.failed && !state.error) {
-    return html`<div class="load-failed" role="alert">
-      <h2>Could not read the ${label} numbers</h2>
-      <p>${state.reason || "The App did not answer."} The tab has no numbers to show yet.</p>
-      <button type="button" class="primary" onClick=${retry}>Try again</button>
-    </div>`;
+    return html`<${LoadFailed} heading=${`Could not read the ${label} numbers`}
+      text=${`${state.reason || "The App did not answer."} The tab has no numbers to show yet.`} onRetry=${retry} />`;
   }
   const Shown = SHOWN[view];
   return html`${view === "usage" ? html`<${UsageFilters} choice=${choice} doc=${doc} models=${models} pick=${pick} />` : null}

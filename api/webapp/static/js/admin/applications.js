@@ -9,7 +9,7 @@ import { FormError } from "../components/field.js";
 import { when } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Menu } from "../components/menu.js";
-import { Answers, DecisionDialog, StatusBadge, decided } from "./applications_answers.js";
+import { Answers, DecisionButtons, DecisionDialog, StatusBadge, decided, decisionItems } from "./applications_answers.js";
 import { InviteDialog } from "./applications_invite.js";
 
 // The Apply form's questions, in its order and with its labels (pages/apply.js).
@@ -26,22 +26,12 @@ function ReadDialog({ item, onApprove, onReject, onClose }) {
   return html`<${Dialog} open=${true} title=${`Application of ${item.name}`} onCancel=${onClose} class="dialog-read">
     <${Answers} questions=${QUESTIONS.map(([label, name]) => [label, item[name]])} />
     <dl class="facts decision-facts">${facts.map(([label, value]) => html`<dt>${label}</dt><dd>${value}</dd>`)}</dl>
-    <div class="actions actions-end">
-      <button type="button" onClick=${onClose}>Close</button>
-      ${item.status === "waiting" ? html`
-        <button type="button" class="danger" onClick=${() => onReject(item)}>Reject</button>
-        <button type="button" class="primary" onClick=${() => onApprove(item)}>Approve</button>` : null}
-    </div>
+    <${DecisionButtons} item=${item} onApprove=${onApprove} onReject=${onReject} onClose=${onClose} />
   </${Dialog}>`;
 }
 
 function Row({ item, onRead, onApprove, onReject }) {
-  const waiting = item.status === "waiting";
-  const items = [
-    { label: "Read the application", onSelect: () => onRead(item) },
-    waiting && { label: "Approve", onSelect: () => onApprove(item) },
-    waiting && { label: "Reject", onSelect: () => onReject(item), danger: true },
-  ];
+  const items = decisionItems(item, "Read the application", { onRead, onApprove, onReject });
   return html`<tr>
     <td class="applicant"><span class="cut" title=${item.email}>${item.email}</span>
       <span class="phone-only muted applicant-more">${item.name}, ${when(item.created_at)}</span></td>

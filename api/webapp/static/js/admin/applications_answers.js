@@ -69,3 +69,23 @@ export function DecisionDialog({ subject, title, text, field, action, danger = f
     </${Form}>
   </${Dialog}>`;
 }
+
+/** A read dialog's buttons: Close, and for a waiting one Reject and Approve (Applications, Token requests). */
+export function DecisionButtons({ item, onApprove, onReject, onClose }) {
+  return html`<div class="actions actions-end">
+    <button type="button" onClick=${onClose}>Close</button>
+    ${item.status === "waiting" ? html`
+      <button type="button" class="danger" onClick=${() => onReject(item)}>Reject</button>
+      <button type="button" class="primary" onClick=${() => onApprove(item)}>Approve</button>` : null}
+  </div>`;
+}
+
+/** A row's menu: read it, and for a waiting one Approve and Reject. */
+export function decisionItems(item, readLabel, { onRead, onApprove, onReject }) {
+  const waiting = item.status === "waiting";
+  return [
+    { label: readLabel, onSelect: () => onRead(item) },
+    waiting && { label: "Approve", onSelect: () => onApprove(item) },
+    waiting && { label: "Reject", onSelect: () => onReject(item), danger: true },
+  ].filter(Boolean);
+}

@@ -4,6 +4,7 @@
 // as it is filled in, at the model's price of a Warm hour (its GPUs at the catalog's price).
 import { useEffect, useLayoutEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
+import { LoadFailed } from "../components/load_failed.js";
 import { api } from "../api.js";
 import { ConfirmDialog } from "../components/confirm_dialog.js";
 import { Dialog } from "../components/dialog.js";
@@ -275,8 +276,7 @@ export default function ModelsTab() {
   const doc = state.doc;
   if (!doc) {
     return state.error
-      ? html`<div class="load-failed" role="alert"><p>Could not read the models: ${state.error}</p>
-          <button type="button" onClick=${reload}>Try again</button></div>`
+      ? html`<${LoadFailed} text=${`Could not read the models: ${state.error}`} onRetry=${reload} />`
       : html`<p class="loading" role="status">Loading…</p>`;
   }
   return html`<div class="models-tab">

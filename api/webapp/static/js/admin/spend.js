@@ -4,6 +4,7 @@
 // count the last 24 or 48 hours. It reads the numbers again every minute.
 import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
+import { LoadFailed } from "../components/load_failed.js";
 import { api } from "../api.js";
 import { DayChart } from "../chart.js";
 import { ConfirmDialog } from "../components/confirm_dialog.js";
@@ -206,8 +207,7 @@ export default function Spend({ route, days }) {
   const doc = state.doc;
   if (!doc) {
     return state.error
-      ? html`<div class="load-failed" role="alert"><p>Could not read the spend: ${state.error}</p>
-          <button type="button" onClick=${reload}>Try again</button></div>`
+      ? html`<${LoadFailed} text=${`Could not read the spend: ${state.error}`} onRetry=${reload} />`
       : html`<p class="loading" role="status">Loading…</p>`;
   }
   return html`<div class="spend">

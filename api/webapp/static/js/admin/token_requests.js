@@ -11,7 +11,7 @@ import { compact, number, when } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Menu } from "../components/menu.js";
 import { modelList, useModels } from "../components/model_name.js";
-import { Answers, DecisionDialog, StatusBadge, decided } from "./applications_answers.js";
+import { Answers, DecisionButtons, DecisionDialog, StatusBadge, decided, decisionItems } from "./applications_answers.js";
 
 /** The tokens as the field takes them, exactly: 100M, 50K, else the whole number, such as 2500000 (compact()
  * rounds). */
@@ -45,22 +45,12 @@ function ReadDialog({ item, onApprove, onReject, onClose }) {
   return html`<${Dialog} open=${true} title=${`Request of ${who(item)}`} onCancel=${onClose} class="dialog-read">
     <${Answers} questions=${questions(item, models)} />
     <dl class="facts decision-facts">${facts.map(([label, value]) => html`<dt>${label}</dt><dd>${value}</dd>`)}</dl>
-    <div class="actions actions-end">
-      <button type="button" onClick=${onClose}>Close</button>
-      ${item.status === "waiting" ? html`
-        <button type="button" class="danger" onClick=${() => onReject(item)}>Reject</button>
-        <button type="button" class="primary" onClick=${() => onApprove(item)}>Approve</button>` : null}
-    </div>
+    <${DecisionButtons} item=${item} onApprove=${onApprove} onReject=${onReject} onClose=${onClose} />
   </${Dialog}>`;
 }
 
 function Row({ item, onRead, onApprove, onReject }) {
-  const waiting = item.status === "waiting";
-  const items = [
-    { label: "Read the request", onSelect: () => onRead(item) },
-    waiting && { label: "Approve", onSelect: () => onApprove(item) },
-    waiting && { label: "Reject", onSelect: () => onReject(item), danger: true },
-  ];
+  const items = decisionItems(item, "Read the request", { onRead, onApprove, onReject });
   const granted = item.granted === null || item.granted === undefined ? "—" : compact(item.granted);
   return html`<tr>
     <td class="requester"><${Link} to=${`/admin/users/${item.user.id}`} class="cut" title=${who(item)}>${who(item)}</${Link}>

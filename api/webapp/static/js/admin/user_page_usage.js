@@ -2,6 +2,7 @@
 // answers what GET /account/usage answers them) shown with Usage's own parts, for the days, key and
 // model that the admin chooses; the address keeps the choice, as on Usage.
 import { html } from "../html.js";
+import { LoadFailed } from "../components/load_failed.js";
 import { daysOf } from "../components/days.js";
 import { utcClock } from "../components/format.js";
 import { UsageFilters, UsageNumbers, keyChoices, usageQuery, useUsageDoc } from "../components/usage_parts.js";
@@ -26,8 +27,7 @@ export function BudgetAndUsage({ userId, query, keys, models }) {
   let body;
   if (doc) body = html`<${UsageNumbers} doc=${doc} choice=${choice} pick=${pick} words=${THEIRS} models=${models} />`;
   else if (state.failed && !state.error) {
-    body = html`<div class="load-failed" role="alert"><p>Could not read their usage. ${state.reason || ""}</p>
-      <button type="button" onClick=${retry}>Try again</button></div>`;
+    body = html`<${LoadFailed} text=${`Could not read their usage. ${state.reason || ""}`} onRetry=${retry} />`;
   } else if (!state.failed) body = html`<p role="status">Loading…</p>`;
   return html`<${UserPart} id="user-usage" title="Budget and usage" wide>
     <div class="user-usage-side">

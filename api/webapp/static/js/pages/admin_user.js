@@ -5,6 +5,7 @@
 // name the User by). The days, key and model of Budget and usage are kept in the address.
 import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
+import { LoadFailed } from "../components/load_failed.js";
 import { api } from "../api.js";
 import { useCopy } from "../components/copy.js";
 import { Link } from "../components/link.js";
@@ -61,11 +62,8 @@ export default function AdminUser({ route, user: visitor }) {
   if (page.failed) {
     const missing = page.failed.status === 404 || page.failed.status === 400;
     return html`${back}<${PageHeader} title="User" />
-      <div class="load-failed" role="alert">
-        <h2>${missing ? "No such User" : "Could not read this User"}</h2>
-        <p>${page.failed.message}</p>
-        ${missing ? null : html`<button type="button" class="primary" onClick=${page.readUser}>Try again</button>`}
-      </div>`;
+      <${LoadFailed} heading=${missing ? "No such User" : "Could not read this User"} text=${page.failed.message}
+        onRetry=${missing ? null : page.readUser} />`;
   }
   const user = page.user;
   if (!user) return html`${back}<${PageHeader} title="User" /><p role="status">Loading…</p>`;

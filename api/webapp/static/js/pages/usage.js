@@ -3,6 +3,7 @@
 // components/usage_parts.js, which A User's page on Admin shows too.
 import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
+import { LoadFailed } from "../components/load_failed.js";
 import { api } from "../api.js";
 import { daysOf } from "../components/days.js";
 import { utcClock } from "../components/format.js";
@@ -38,11 +39,8 @@ export default function Usage({ route }) {
     ${doc && state.failed ? html`<span class="warn-text" role="status">Could not refresh</span>` : null}`;
   if (unread) {
     return html`<${PageHeader} title="Usage">${side}</${PageHeader}>
-      <div class="load-failed" role="alert">
-        <h2>Could not read your usage</h2>
-        <p>${state.reason || "The App did not answer."} The page has no numbers to show yet.</p>
-        <button type="button" class="primary" onClick=${retry}>Try again</button>
-      </div>`;
+      <${LoadFailed} heading="Could not read your usage"
+        text=${`${state.reason || "The App did not answer."} The page has no numbers to show yet.`} onRetry=${retry} />`;
   }
   return html`<${PageHeader} title="Usage">${side}</${PageHeader}>
     <${UsageFilters} name="usage" choice=${choice} keys=${keyChoices(keys, doc)} models=${models} pick=${pick} />
