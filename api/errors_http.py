@@ -12,9 +12,10 @@ from typing import Any, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.background import BackgroundTask
 from starlette.routing import Match
 
-from domain import errors
+from domain import errors, server_errors
 from domain.error_mapping import as_api_error
 
 log = logging.getLogger("acs.api")
@@ -52,7 +53,15 @@ def error_response(request: Request, error: errors.ApiError) -> JSONResponse:
     request_id = request_id_of(request)
     # Set here too: the last-resort handler answers outside RequestIdMiddleware.
     headers = {**error.headers(), **({"X-Request-Id": request_id} if request_id else {})}
-    return JSONResponse(error.body(request_id), status_code=error.status, headers=headers)
+    return JSONResponse(error.body(request_id), status_code=error.status, headers=headers,
+                        background=_counted(request, error))
+
+
+def _counted(request: Request, error: errors.ApiError) -> BackgroundTask | None:
+    """A 5xx or a timeout counts for Analytics' Platform tab, after the answer (domain/server_errors.py)."""
+    kind = server_errors.kind_of(error)
+    services = getattr(request.app.state, "services", None) if "app" in request.scope else None
+    return None if kind is None or services is None else BackgroundTask(server_errors.record, services, kind)
 
 
 class UnexpectedErrorMiddleware:

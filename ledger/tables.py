@@ -8,6 +8,7 @@ import ledger.accounts.tables  # noqa: F401
 import ledger.accounts.feedback  # noqa: F401  (FeedbackNote: the App's feedback notes)
 import ledger.accounts.user_notes  # noqa: F401  (UserNote)
 import ledger.tokens.tables  # noqa: F401
+import ledger.tokens.server_errors  # noqa: F401  (ServerErrorDay)
 import ledger.tokens.spend_warnings  # noqa: F401  (SpendWarning)
 import ledger.work.idempotency  # noqa: F401  (IdempotencyRecord)
 import ledger.work.tables  # noqa: F401

@@ -12,6 +12,7 @@ from ledger.tokens import analytics
 from domain.operations import documents
 from domain.operations.platform import Platform
 from domain.operations.usage_report import days_or_this_month
+from ledger.tokens.server_errors import ErrorKind
 from ledger.tokens.usage import check_days
 
 TABS = ("users", "budget", "platform", "usage")
@@ -61,8 +62,10 @@ def _platform_days(numbers: analytics.PlatformNumbers, first: date, last: date) 
         day = first + timedelta(days=n)
         counts = ended.get(day)
         completed, failed, stopped = (counts.completed, counts.failed, counts.stopped) if counts else (0, 0, 0)
+        failures = numbers.errors_by_day.get(day, {})
         daily.append({"day": day.isoformat(), "completed": completed, "failed": failed, "stopped": stopped,
                       "requests": completed + failed + stopped,
+                      "server_errors": failures.get(ErrorKind.server_error, 0), "timeouts": failures.get(ErrorKind.timeout, 0),
                       "gpu_usd": documents.usd(numbers.spend_by_day.get(day, 0.0))})
     return {"daily": daily,
             "users_by_hour": [{"time_zone": zone, "users": hours} for zone, hours in numbers.users_by_hour.items()]}

@@ -25,6 +25,8 @@ from ledger.accounts.tables import ApiKey, Application, ApplicationStatus, Role,
 from ledger.tokens.tables import (BudgetRefusal, Grant, Hold, HoldState, MonthlyUsage, SpendSample, UsageSource,
                                   UsageStatus)
 from ledger.tokens.holds import month_of, next_month_start
+from ledger.tokens import server_errors
+from ledger.tokens.server_errors import ErrorKind
 from ledger.tokens.usage import check_days, midnight, utc_day
 
 NEAR_ALLOWANCE = 0.9  # the Usage page's meter turns orange from 90% used
@@ -292,6 +294,8 @@ class PlatformNumbers:
     # Of each time zone in ZONES, how many Users (admins left out) ran a Completion in each hour of the
     # day (0 to 23, that zone's clock) on any of the days.
     users_by_hour: dict[str, list[int]] = field(default_factory=dict)
+    # The API's 5xx answers and Inference's timeouts of each day that had one (ledger/tokens/server_errors.py).
+    errors_by_day: dict[date, dict[ErrorKind, int]] = field(default_factory=dict)
 
 
 async def platform_numbers(session: AsyncSession, first: date, last: date) -> PlatformNumbers:
@@ -307,7 +311,7 @@ async def platform_numbers(session: AsyncSession, first: date, last: date) -> Pl
     spend_day, spend_model = await _spend(session, first, last)
     return PlatformNumbers(days, await shares(session, col(Hold.source), first, last),
                            await shares(session, col(Hold.model), first, last), spend_day, spend_model,
-                           await users_by_hour(session, first, last))
+                           await users_by_hour(session, first, last), await server_errors.by_day(session, first, last))
 
 
 async def users_by_hour(session: AsyncSession, first: date, last: date) -> dict[str, list[int]]:

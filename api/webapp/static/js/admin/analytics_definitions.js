@@ -27,8 +27,10 @@ export const BUDGET = [
 
 export const PLATFORM = [
   ["Requests", "The Completions that started on the day, by how they ended. Completed: Inference finished it. Failed: Inference failed it after its first token. Stopped: its client went away, or its Job, Branch or Run was stopped."],
+  ["Server errors", "The API's answers on the day that were an error of its own or of Inference, with a status of 500 or more, such as internal_error or upstream_unreachable, a timeout left out. An error event inside a stream that had begun counts as Failed, not here, and a busy database's 503 (db_pool_exhausted) only in the API's /metrics."],
+  ["Timeouts", "The answers on the day where Inference did not answer within 14 minutes (504 upstream_deadline)."],
   ["By source", "The Completions and tokens, input and output, of the API, the Playground, the Loom, Jobs and Harvests."],
-  ["By model", "The Completions and tokens of each model, by its id, with the GPU spend of the days for that model."],
+  ["By model", "The Completions and tokens of each model, with the GPU spend of the days for that model."],
   ["Users of each hour", "How many Users ran a Completion in each hour of the day, on that time zone's clock, on any of the days. A User counts once in an hour. Admins are left out."],
   ["GPU spend", "What the GPUs cost, as Spend counts it: the API estimates it from Inference's count of its containers each minute. It is not Modal's bill."],
   REFUSED, COMMON,

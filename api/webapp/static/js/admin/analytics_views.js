@@ -103,6 +103,8 @@ export function PlatformView({ doc, models }) {
       <${Big} title="Requests" value=${number(total("requests"))} sub=${`${number(total("completed"))} completed`} />
       <${Big} title="Failed" value=${number(total("failed"))} sub="after their first token" />
       <${Big} title="Stopped" value=${number(total("stopped"))} sub="before Inference finished" />
+      <${Big} title="Server errors" value=${number(total("server_errors"))} sub="answers of 500 or more" />
+      <${Big} title="Timeouts" value=${number(total("timeouts"))} sub="Inference took over 14 minutes" />
       <${Big} title="GPU spend" value=${usd(total("gpu_usd"))} sub="on these days, as Spend counts it" />
     </div>
     <${Part} title="Requests per day" wide>
@@ -126,7 +128,7 @@ export function PlatformView({ doc, models }) {
           ${doc.users_by_hour.map((z) => html`<td class="num">${number(z.users[hour])}</td>`)}</tr>`)} /></${Part}>
     </div>
     <${DailyNumbers} days=${doc.daily} columns=${[["requests", "Requests"], ["completed", "Completed"], ["failed", "Failed"],
-      ["stopped", "Stopped"], ["gpu_usd", "GPU spend", usd]]} />
+      ["stopped", "Stopped"], ["server_errors", "Server errors"], ["timeouts", "Timeouts"], ["gpu_usd", "GPU spend", usd]]} />
     <${Definitions} terms=${PLATFORM} />`;
 }
 
