@@ -123,6 +123,13 @@ def test_analytics_tabs_days_and_the_teams_accounts(app: App, new_ui: Any) -> No
     assert ended["completed"] >= 2  # the admin's and the User's Completions at least
     for part in ("Requests per day", "By source", "By model", "Users of each hour", "Daily numbers", "Definitions"):
         expect(page.get_by_role("heading", name=part, exact=True)).to_be_visible()
+    # The server errors and the timeouts of the days: the API's own count, today's row of Daily numbers.
+    daily = page.get_by_role("table", name="Daily numbers")
+    for column in ("Server errors", "Timeouts"):
+        expect(daily.get_by_role("columnheader", name=column, exact=True)).to_be_visible()
+    today_row = daily.get_by_role("row").filter(has_text=shown_day(today)).get_by_role("cell")
+    expect(today_row.nth(5)).to_have_text(f"{ended['server_errors']:,}")  # Day, Requests, Completed, Failed,
+    expect(today_row.nth(6)).to_have_text(f"{ended['timeouts']:,}")       # Stopped, Server errors, Timeouts
     chart = page.get_by_role("group", name=re.compile(r"^Requests per day\. Use the left and right arrow keys"))
     tab_to(page, chart)
     page.keyboard.press("End")
