@@ -1,7 +1,6 @@
 // The Admin page's Applications tab (spec: "Get access"): every Application, the waiting ones first, each read
 // with every answer of the Apply form, approved (the approval email with its password link) or rejected with
 // a note; and Make Invites, with a Tag and Tokens.
-import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { Dialog } from "../components/dialog.js";
@@ -9,7 +8,7 @@ import { FormError } from "../components/field.js";
 import { when } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Menu } from "../components/menu.js";
-import { Answers, DecisionButtons, DecisionDialog, StatusBadge, decided, decisionItems } from "./applications_answers.js";
+import { Answers, DecisionButtons, DecisionDialog, StatusBadge, decided, decisionItems, useDecisionList } from "./applications_answers.js";
 import { InviteDialog } from "./applications_invite.js";
 
 // The Apply form's questions, in its order and with its labels (pages/apply.js).
@@ -61,23 +60,8 @@ function Table({ applications, ...actions }) {
 }
 
 export default function Applications() {
-  const [applications, setApplications] = useState(null);
-  const [failed, setFailed] = useState(null);
-  const [dialog, setDialog] = useState(null); // {kind: "read"|"approve"|"reject"|"invite", item}
-  const [done, setDone] = useState("");
-  const status = useRef(null);
-  const load = () => api("v1/admin/applications")
-    .then((answer) => { setApplications(answer.applications); setFailed(null); })
-    .catch((failure) => setFailed(failure.message));
-  useEffect(() => { load(); }, []);
-
-  // After a decision the dialogs close: the line that says what happened takes the focus.
-  function finish(message) {
-    setDialog(null);
-    setDone(message);
-    load();
-    requestAnimationFrame(() => status.current?.focus());
-  }
+  const { items: applications, failed, dialog, setDialog, done, statusRef: status, finish } =
+    useDecisionList("v1/admin/applications", "applications");
   async function approve(tokens) {
     const item = dialog.item;
     const body = tokens.trim() ? { tokens: tokens.trim() } : {};

@@ -1,7 +1,8 @@
 // What the Applications and Token requests tabs share: someone's answers, each under its question ("Not
 // answered" when empty), and the dialog of a decision (Approve, Reject) with its one field.
-import { useLayoutEffect, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { html } from "../html.js";
+import { api } from "../api.js";
 import { Dialog } from "../components/dialog.js";
 import { Field, FormError, splitError } from "../components/field.js";
 import { Form } from "../components/form.js";
@@ -88,4 +89,25 @@ export function decisionItems(item, readLabel, { onRead, onApprove, onReject }) 
     waiting && { label: "Approve", onSelect: () => onApprove(item) },
     waiting && { label: "Reject", onSelect: () => onReject(item), danger: true },
   ].filter(Boolean);
+}
+
+/** A tab's list of things to decide, read from `path` (its `field`), and what a decision leaves: the dialog
+ * closes, the list is read again, and the line that says what happened (`statusRef`) takes the focus. */
+export function useDecisionList(path, field) {
+  const [items, setItems] = useState(null);
+  const [failed, setFailed] = useState(null);
+  const [dialog, setDialog] = useState(null); // {kind, item}
+  const [done, setDone] = useState("");
+  const statusRef = useRef(null);
+  const load = () => api(path)
+    .then((answer) => { setItems(answer[field]); setFailed(null); })
+    .catch((failure) => setFailed(failure.message));
+  useEffect(() => { load(); }, []);
+  function finish(message) {
+    setDialog(null);
+    setDone(message);
+    load();
+    requestAnimationFrame(() => statusRef.current?.focus());
+  }
+  return { items, failed, dialog, setDialog, done, statusRef, finish };
 }

@@ -2,7 +2,6 @@
 // asked, the project ("None" for a request sent before the form asked for one), the status, the tokens granted,
 // and who decided it and when. A row's menu reads the request, approves it with Tokens to grant (starting at
 // the tokens asked), or rejects it with a Note to them.
-import { useEffect, useRef, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { Dialog } from "../components/dialog.js";
@@ -11,7 +10,7 @@ import { compact, number, when } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { Menu } from "../components/menu.js";
 import { modelList, useModels } from "../components/model_name.js";
-import { Answers, DecisionButtons, DecisionDialog, StatusBadge, decided, decisionItems } from "./applications_answers.js";
+import { Answers, DecisionButtons, DecisionDialog, StatusBadge, decided, decisionItems, useDecisionList } from "./applications_answers.js";
 
 /** The tokens as the field takes them, exactly: 100M, 50K, else the whole number, such as 2500000 (compact()
  * rounds). */
@@ -82,23 +81,8 @@ function Table({ requests, ...actions }) {
 }
 
 export default function TokenRequests() {
-  const [requests, setRequests] = useState(null);
-  const [failed, setFailed] = useState(null);
-  const [dialog, setDialog] = useState(null); // {kind: "read"|"approve"|"reject", item}
-  const [done, setDone] = useState("");
-  const status = useRef(null);
-  const load = () => api("v1/admin/token-requests")
-    .then((answer) => { setRequests(answer.token_requests); setFailed(null); })
-    .catch((failure) => setFailed(failure.message));
-  useEffect(() => { load(); }, []);
-
-  // After a decision the dialog closes: the line that says what happened takes the focus.
-  function finish(message) {
-    setDialog(null);
-    setDone(message);
-    load();
-    requestAnimationFrame(() => status.current?.focus());
-  }
+  const { items: requests, failed, dialog, setDialog, done, statusRef: status, finish } =
+    useDecisionList("v1/admin/token-requests", "token_requests");
   async function approve(tokens) {
     const item = dialog.item;
     const answer = await api(`v1/admin/token-requests/${item.id}/approve`, { method: "POST", body: { tokens: tokens.trim() } });
