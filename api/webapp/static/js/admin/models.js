@@ -2,19 +2,19 @@
 // windows cost in the Next 7 days; its actions Add a window and Warm now; and the Warm windows,
 // each with Remove, whose confirmation shows what the window costs. Each dialog shows the cost
 // as it is filled in, at the model's price of a Warm hour (its GPUs at the catalog's price).
-import { useEffect, useLayoutEffect, useState } from "preact/hooks";
+import { useLayoutEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { LoadFailed } from "../components/load_failed.js";
+import { usePolledRead } from "../components/polled_read.js";
 import { api } from "../api.js";
 import { ConfirmDialog } from "../components/confirm_dialog.js";
 import { Dialog } from "../components/dialog.js";
 import { Field, FormError, splitError } from "../components/field.js";
-import { Form } from "../components/form.js";
+import { Form, useSubmit } from "../components/form.js";
 import { number, usd, utcClock, when } from "../components/format.js";
 import { Menu } from "../components/menu.js";
 import { ModelId, nameOf, useModels } from "../components/model_name.js";
 
-const REFRESH_MS = 60000;
 const DAY_NAMES = [[1, "Monday"], [2, "Tuesday"], [3, "Wednesday"], [4, "Thursday"], [5, "Friday"], [6, "Saturday"], [7, "Sunday"]];
 const SHORT = { 1: "Mon", 2: "Tue", 3: "Wed", 4: "Thu", 5: "Fri", 6: "Sat", 7: "Sun" };
 const MINUTES_A_DAY = 24 * 60;
@@ -70,40 +70,6 @@ function windowWhen(window) {
 
 function windowCost(window) {
   return window.kind === "warm_now" ? `${usd(window.usd)} for ${hours(window.hours)}` : `${usd(window.usd_per_week)} a week`;
-}
-
-function useWarm() {
-  const [state, setState] = useState({ doc: null, error: null });
-  const load = async () => {
-    try {
-      setState({ doc: await api("v1/admin/warm-windows"), error: null });
-    } catch (failure) {
-      if (failure.name !== "AbortError") setState((old) => ({ ...old, error: failure.message }));
-    }
-  };
-  useEffect(() => {
-    load();
-    const timer = setInterval(load, REFRESH_MS);
-    return () => clearInterval(timer);
-  }, []);
-  return [state, load];
-}
-
-function useSubmit(action) {
-  const [error, setError] = useState(null);
-  const [busy, setBusy] = useState(false);
-  async function submit() {
-    setBusy(true);
-    setError(null);
-    try {
-      await action();
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
-  }
-  return { error, busy, submit, reset: () => setError(null) };
 }
 
 function AddWindowDialog({ model, names, onAdd, onClose }) {
@@ -254,7 +220,7 @@ function Windows({ doc, names, onRemove }) {
 }
 
 export default function ModelsTab() {
-  const [state, reload] = useWarm();
+  const [state, reload] = usePolledRead("v1/admin/warm-windows");
   const names = useModels();
   const [dialog, setDialog] = useState(null); // {kind: "add"|"warm"|"remove", model | window}
   const close = () => setDialog(null);

@@ -5,17 +5,17 @@
 import { useEffect, useState } from "preact/hooks";
 import { html } from "../html.js";
 import { LoadFailed } from "../components/load_failed.js";
+import { usePolledRead } from "../components/polled_read.js";
 import { api } from "../api.js";
 import { DayChart } from "../chart.js";
 import { ConfirmDialog } from "../components/confirm_dialog.js";
 import { Dialog } from "../components/dialog.js";
 import { Field, FormError, splitError } from "../components/field.js";
-import { Form } from "../components/form.js";
+import { Form, useSubmit } from "../components/form.js";
 import { day, number, usd, utcClock, when } from "../components/format.js";
 import { Link } from "../components/link.js";
 import { ModelId, nameOf, useModels } from "../components/model_name.js";
 
-const REFRESH_MS = 60000;
 // The models that cost the most, then the others as one (grey): distinct at a glance and on a phone.
 const COLORS = ["#1f5fd6", "#d97706", "#0f766e", "#9333ea", "#be123c"];
 const OTHERS = "#8a93a3";
@@ -28,25 +28,6 @@ function address(days) {
   if (days?.to) query.set("to", days.to);
   const text = query.toString();
   return text ? `v1/admin/spend?${text}` : "v1/admin/spend";
-}
-
-function useSpend(days) {
-  const [state, setState] = useState({ doc: null, error: null });
-  const where = address(days);
-  const load = async () => {
-    try {
-      const doc = await api(where);
-      setState({ doc, error: null });
-    } catch (failure) {
-      if (failure.name !== "AbortError") setState((old) => ({ ...old, error: failure.message }));
-    }
-  };
-  useEffect(() => {
-    load();
-    const timer = setInterval(load, REFRESH_MS);
-    return () => clearInterval(timer);
-  }, [where]);
-  return [state, load];
 }
 
 function amounts(list) {
@@ -100,20 +81,8 @@ function Stop({ doc, onLock, onClear }) {
 
 function LockDialog({ open, onLock, onClose }) {
   const [reason, setReason] = useState("");
-  const [error, setError] = useState(null);
-  const [busy, setBusy] = useState(false);
-  useEffect(() => { if (open) { setReason(""); setError(null); } }, [open]);
-  async function submit() {
-    setBusy(true);
-    setError(null);
-    try {
-      await onLock(reason.trim());
-    } catch (failure) {
-      setError(failure);
-    } finally {
-      setBusy(false);
-    }
-  }
+  const { error, busy, submit, reset } = useSubmit(() => onLock(reason.trim()));
+  useEffect(() => { if (open) { setReason(""); reset(); } }, [open]);
   const errors = splitError(error, ["reason"]);
   return html`<${Dialog} open=${open} title="Lock the Spend stop" onCancel=${onClose}>
     <${Form} onSubmit=${submit}>
@@ -191,7 +160,7 @@ function SpendParts({ doc }) {
 }
 
 export default function Spend({ route, days }) {
-  const [state, reload] = useSpend(days);
+  const [state, reload] = usePolledRead(address(days));
   const [dialog, setDialog] = useState(null); // "lock" | "clear"
   const close = () => setDialog(null);
   async function lock(reason) {

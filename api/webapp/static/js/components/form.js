@@ -47,3 +47,21 @@ export function Form({ onSubmit, children, ...rest }) {
   }
   return html`<form ref=${ref} noValidate onSubmit=${submit} ...${rest}>${children}</form>`;
 }
+
+/** A dialog's submit: busy while `action` runs, and its error (for splitError) when it fails. */
+export function useSubmit(action) {
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  async function submit() {
+    setBusy(true);
+    setError(null);
+    try {
+      await action();
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  }
+  return { error, busy, submit, reset: () => setError(null) };
+}
