@@ -103,6 +103,9 @@ class AutoscalingSpec(_Strict):
 class RayActorOptions(_Strict):
     num_cpus: float = Field(default=1, ge=0)
     num_gpus: float = Field(default=0, ge=0)
+    # Ray's custom resources of a node (`ray start --resources`): a node type that alone offers
+    # one is where the replica goes, as `api` keeps the ingress on the head (cluster/ray-*.yaml).
+    resources: dict[str, float] = {}
 
 
 class CapabilityOverrides(_Strict):
@@ -132,6 +135,8 @@ class ModelSpec(_Strict):
     engine: EngineSpec
     autoscaling: AutoscalingSpec = AutoscalingSpec()
     ray_actor_options: RayActorOptions = RayActorOptions()
+    # Where the harvest model host goes (harvest/model_host.py); None: where the replicas go.
+    harvest_actor_options: RayActorOptions | None = None
     default: bool = False
     # Harvests: whether the model takes them, its class for the caps (the
     # spec's "small models", llama-8b, and "large models", 405B and Trinity),
@@ -166,6 +171,11 @@ class ModelSpec(_Strict):
     def on_cpu(self) -> bool:
         """Whether the engine runs on the CPU: vLLM's CPU settings (deployments/vllm_runtime.py)."""
         return self.gpu_shape == "cpu"
+
+    @property
+    def harvest_placement(self) -> RayActorOptions:
+        """The harvest model host's resources: its own where given, else a replica's."""
+        return self.harvest_actor_options or self.ray_actor_options
 
     @property
     def gpus_per_replica(self) -> float:
@@ -245,6 +255,17 @@ class Profile(_Strict):
     models: list[str] = Field(min_length=1)
     default: str | None = None
     aliases: dict[str, str] = {}
+    # Fields of a model's YAML that this profile sets otherwise, deep-merged over
+    # configs/models/<id>.yaml: one model file serves every profile (the rehearsal's places and
+    # scaling, the test suite's fixed replica), each profile saying only where it differs.
+    overrides: dict[str, dict[str, Any]] = {}
+
+    @model_validator(mode="after")
+    def _overrides_name_its_models(self) -> Profile:
+        unknown = sorted(set(self.overrides) - set(self.models))
+        if unknown:
+            raise ValueError(f"overrides name {', '.join(map(repr, unknown))}, which the profile does not serve")
+        return self
     # The ingress replica hosts the models' engines and the background Runner itself, instead
     # of a deployment each: one machine's platform then runs one process beside the engine's
     # core, as vLLM's own server does (bench/NOTES.md, "One process").
@@ -307,9 +328,31 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_model_spec(model_id: str, configs_dir: Path = CONFIGS_DIR) -> ModelSpec:
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `override`'s keys set over it; where both hold a mapping, merged the same way."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_model_spec(model_id: str, configs_dir: Path = CONFIGS_DIR,
+                    override: dict[str, Any] | None = None) -> ModelSpec:
+    """The model of configs/models/<id>.yaml, with a profile's `override` merged over it."""
     path = configs_dir / "models" / f"{model_id}.yaml"
-    spec = ModelSpec.model_validate(_read_yaml(path))
+    data = _read_yaml(path)
+    if override:
+        if "id" in override:
+            raise CatalogError(f"the override of {model_id!r} sets `id`: a model keeps the id of its file")
+        data = deep_merge(data, override)
+    try:
+        spec = ModelSpec.model_validate(data)
+    except ValueError as exc:
+        where = f"{path} with the profile's overrides" if override else str(path)
+        raise CatalogError(f"{where}: {exc}") from exc
     if spec.id != model_id:
         raise CatalogError(f"{path} has id {spec.id!r}, not {model_id!r}")
     return spec
@@ -350,8 +393,12 @@ def load_catalog(
     `models_dir`) here, once, so a replica that gets a spec never reads a setting.
     """
     path = _profile_path(profile, configs_dir)
-    prof = Profile.model_validate(_read_yaml(path))
-    specs = {model_id: load_model_spec(model_id, configs_dir) for model_id in prof.models}
+    try:
+        prof = Profile.model_validate(_read_yaml(path))
+    except ValueError as exc:
+        raise CatalogError(f"{path}: {exc}") from exc
+    specs = {model_id: load_model_spec(model_id, configs_dir, prof.overrides.get(model_id))
+             for model_id in prof.models}
     default_id = _pick_default(prof, specs)
     # The profile decides which model is the default, whatever the YAMLs say.
     root = models_dir(models_root)

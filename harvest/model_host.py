@@ -3,8 +3,8 @@
     handle, info, load_s = acquire_host(model_spec_dict)       # builds it, or finds it loaded
     rows = ray.get(handle.forward.remote(ForwardRequest(...)))
 
-The host runs on resources of its own (the ModelSpec's `ray_actor_options`),
-apart from the Completions replicas, and outlives the harvest that started
+The host runs on resources of its own (the ModelSpec's `harvest_actor_options`,
+else its `ray_actor_options`), apart from the Completions replicas, and outlives the harvest that started
 it: it stays loaded `idle_s` (20 minutes) after its last forward pass, so a
 harvest of the same model within that window finds it ready and reports
 `load_s` 0, then it shuts its engine down and exits by itself.
@@ -180,9 +180,15 @@ RemoteModelHost = ray.remote(ModelHost)
 
 
 def host_options(model: dict[str, Any]) -> dict[str, Any]:
-    """The host's own resources: the model's `ray_actor_options`."""
-    actor = model.get("ray_actor_options") or {}
-    return {"num_cpus": actor.get("num_cpus", 1), "num_gpus": actor.get("num_gpus", 0)}
+    """The host's own resources: the model's harvest placement (ModelSpec.harvest_placement), its
+    custom resources among them, so that a profile may keep harvests on nodes of their own."""
+    from deployments.catalog import ModelSpec
+
+    placement = ModelSpec.model_validate(model).harvest_placement
+    options: dict[str, Any] = {"num_cpus": placement.num_cpus, "num_gpus": placement.num_gpus}
+    if placement.resources:
+        options["resources"] = dict(placement.resources)
+    return options
 
 
 def acquire_host(model: dict[str, Any], factory: Callable[[], Engine] | None = None, idle_s: float = IDLE_S,
