@@ -22,7 +22,7 @@ from sqlalchemy import and_, case, func, select, true
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from ledger.accounts.tables import User
-from ledger.audit.violations import Invariant, Violation
+from ledger.audit.violations import Invariant, Violation, named
 from ledger.store.columns import table_of
 from ledger.tokens.tables import Budget, Grant, Hold, HoldState, MonthlyUsage, PaysFrom, UsageSource, UsageStatus
 
@@ -38,7 +38,7 @@ async def holds(session: AsyncSession) -> list[Violation]:
                                         _holds.lease_until).where(_holds.state == _HELD).order_by(_holds.id))
     for hold_id, source, request_id, owner, lease_until in held:
         found.append(Violation(Invariant.hold_held, str(hold_id),
-                               f"{source} request {request_id!r} of {owner!r}, lease until {lease_until}"))
+                               f"{named(source)} request {request_id!r} of {owner!r}, lease until {lease_until}"))
     running = UsageStatus.running.value
     bad = (
         (_holds.state == _HELD) & (_holds.status != running),
@@ -49,7 +49,7 @@ async def holds(session: AsyncSession) -> list[Violation]:
                                  .where(bad[0] | bad[1] | bad[2]).order_by(_holds.id))
     for hold_id, state, status, used, ended_at in rows:
         found.append(Violation(Invariant.hold_row, str(hold_id),
-                               f"state {state}, status {status}, used {used}, ended at {ended_at}"))
+                               f"state {named(state)}, status {named(status)}, used {used}, ended at {ended_at}"))
     twice = await session.execute(
         select(_holds.request_id, func.count(), func.sum(_holds.used))
         .where(_holds.state == _SETTLED, _holds.source == UsageSource.api.value, _holds.request_id != "")

@@ -44,6 +44,11 @@ _SAYS = {
 }
 
 
+def named(value: object) -> str:
+    """An enum column's value as its word: SQLite's driver hands back the enum, asyncpg its text."""
+    return str(getattr(value, "value", value))
+
+
 @dataclass(frozen=True)
 class Violation:
     """One subject (a Hold, a work row, a Budget, a User's month...) that breaks `invariant`."""

@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from ledger.audit.violations import Invariant, Violation
+from ledger.audit.violations import Invariant, Violation, named
 from ledger.store.columns import table_of
 from ledger.tokens.tables import Hold, HoldState, UsageSource
 from ledger.work.tables import ENDED, GROWING, RUN_GROWING, LoomNode, PlaygroundRun, RunStatus, Work, WorkStatus
@@ -57,24 +57,24 @@ async def work(session: AsyncSession, now: datetime) -> list[Violation]:
         paid = settled.get(work_id, [])
         if len(paid) > 1:
             found.append(Violation(Invariant.work_paid_twice, str(work_id),
-                                   f"{kind} {request_id}: {len(paid)} settled Holds "
+                                   f"{named(kind)} {request_id}: {len(paid)} settled Holds "
                                    f"({', '.join(f'{hold_id}: {used}' for hold_id, used in paid)})"))
         if status == WorkStatus.succeeded.value and not paid:
-            found.append(Violation(Invariant.work_unpaid, str(work_id), f"{kind} {request_id} succeeded unpaid"))
+            found.append(Violation(Invariant.work_unpaid, str(work_id), f"{named(kind)} {request_id} succeeded unpaid"))
     lapsed = await session.execute(
         select(_work.id, _work.kind, _work.lease_owner, _work.lease_until, _work.attempts)
         .where(_work.status == WorkStatus.running.value).order_by(_work.id))
     for work_id, kind, owner, until, attempts in lapsed:
         if until is None or until < now:
             found.append(Violation(Invariant.work_lease_lapsed, str(work_id),
-                                   f"{kind} running under {owner!r}, lease until {until}, attempt {attempts}"))
+                                   f"{named(kind)} running under {owner!r}, lease until {until}, attempt {attempts}"))
     nodes = await session.execute(
         select(_nodes.id, _nodes.status, _work.status).join(_work_table, _work.id == _nodes.work_id)
         .where(_nodes.status.in_([status.value for status in GROWING]), _work.status.in_(_ENDED),
                _nodes.deleted_at.is_(None)).order_by(_nodes.id))
     for node_id, node_status, work_status in nodes:
         found.append(Violation(Invariant.node_not_ended, str(node_id),
-                               f"Node {node_status}, its work row {work_status}"))
+                               f"Node {named(node_status)}, its work row {named(work_status)}"))
     runs = await session.execute(
         select(_runs.id, _runs.number, _runs.status, _runs.used_tokens, _work.id, _work.status)
         .join(_work_table, _work.id == _runs.work_id).order_by(_runs.id))
@@ -82,7 +82,7 @@ async def work(session: AsyncSession, now: datetime) -> list[Violation]:
     for run_id, number, run_status, used_tokens, work_id, work_status in runs:
         if run_status in growing and work_status in _ENDED:
             found.append(Violation(Invariant.run_not_ended, str(run_id),
-                                   f"Run {number} {run_status}, its work row {work_status}"))
+                                   f"Run {number} {named(run_status)}, its work row {named(work_status)}"))
         if (run_status == RunStatus.failed.value and work_status == WorkStatus.failed.value
                 and not settled.get(work_id) and used_tokens != 0):
             found.append(Violation(Invariant.run_cut_cost, str(run_id),
