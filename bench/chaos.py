@@ -80,17 +80,19 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     facts = cluster_facts(args)
     rng = random.Random(args.seed)
     tag = f"{args.seed}-{int(time.time())}"
-    accounts = await make_accounts(facts.database_url, args.users, args.near_end, tag)
-    app = await sign_in(facts.base_url, accounts[-1])
-    models, harvest_model = await model_facts(facts, accounts[-1].key)
+    # The last User is the probes' and the App's: the traffic's requests never wait behind a probe's key.
+    accounts = await make_accounts(facts.database_url, args.users + 1, args.near_end, tag)
+    prober = accounts[-1]
+    app = await sign_in(facts.base_url, prober)
+    models, harvest_model = await model_facts(facts, prober.key)
     duration = args.minutes * 60
     schedule = kill_schedule(args.seed, duration, args.kills, args.kinds.split(","))
-    print(f"[chaos] {len(accounts)} users, models {[m.id for m in models]}, harvests on {harvest_model}; "
+    print(f"[chaos] {len(accounts) - 1} users and a prober, models {[m.id for m in models]}, harvests on {harvest_model}; "
           f"{len(schedule)} faults over {duration:.0f} s (seed {args.seed})", flush=True)
 
     start = time.monotonic()
-    traffic = Traffic(facts.base_url, accounts, app, models, harvest_model, random.Random(args.seed + 1), start)
-    faults = Faults(random.Random(args.seed + 2), start, lambda: processes(facts), probes(traffic, accounts[-1]),
+    traffic = Traffic(facts.base_url, accounts[:-1], app, models, harvest_model, random.Random(args.seed + 1), start)
+    faults = Faults(random.Random(args.seed + 2), start, lambda: processes(facts), probes(traffic, prober),
                     lambda node: restart_node(facts, node), lambda: pg_kill(facts), lambda: redis_kill(facts),
                     args.recover_within)
 

@@ -116,8 +116,8 @@ def probes(traffic: Traffic, account: Account) -> dict[str, Probe]:
 
     async def runner(fault: Fault) -> bool:
         """The Runner polled its queue after the kill (GET /health's runners)."""
-        answer = await http.get("/health")
-        if answer.status_code != 200:
+        answer = await http.get("/health")  # 503 while a model is down: the runners are in it all the same
+        if "application/json" not in answer.headers.get("content-type", "") or "wrapper" not in answer.json():
             return False
         since = time.monotonic() - (traffic.start + fault.at_s)
         return any(r["seconds_since_poll"] is not None and r["seconds_since_poll"] < since

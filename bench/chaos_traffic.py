@@ -155,6 +155,8 @@ class Traffic:
             await getattr(self, f"_{kind}")(account, record)
         except httpx.HTTPError as e:
             record.error = f"{type(e).__name__}: {str(e)[:200]}"
+        except Exception as e:  # noqa: BLE001 - an answer this client did not expect is recorded; the soak goes on
+            record.error = f"client: {type(e).__name__}: {str(e)[:200]}"
         record.elapsed_s = round(time.monotonic() - t0, 3)
         self.records.append(record)
         return record
