@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -394,22 +395,30 @@ def raylets(layout: Layout) -> dict[str, int]:
     return found
 
 
-def _actors(layout: Layout) -> list[dict[str, Any]]:
-    os.environ.update({key: value for key, value in node_environment(layout).items() if key.startswith("RAY_")})
-    from ray.util.state import list_actors, list_nodes
+def state_api(layout: Layout, resource: str, **params: Any) -> list[dict[str, Any]]:
+    """Ray's state API (`ray list <resource>`) over the head's dashboard, with the rehearsal's token in
+    the request itself: this process's own Ray, if it has one, keeps its own token."""
+    query = urllib.parse.urlencode({"limit": 10_000, "detail": "true", **params}, doseq=True)
+    request = urllib.request.Request(f"{layout.dashboard_url}/api/v0/{resource}?{query}", headers={
+        "Authorization": f"Bearer {rehearsal_secrets(layout)['RAY_AUTH_TOKEN']}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())["data"]["result"]["result"]
 
-    # Ray's state records (dataclasses that its own types leave opaque to a checker)
-    listed: list[Any] = list_nodes(address=layout.dashboard_url, raise_on_missing_output=False)
-    nodes = {node.node_id: node for node in listed}
-    alive: list[Any] = list_actors(address=layout.dashboard_url, filters=[("state", "=", "ALIVE")], limit=10_000,
-                        raise_on_missing_output=False, detail=True)
+
+def _actors(layout: Layout) -> list[dict[str, Any]]:
+    """The live actors, each with the name of the rehearsal's node it runs on."""
+    nodes = {node["node_id"]: node for node in state_api(layout, "nodes")}
+    alive = state_api(layout, "actors", filter_keys="state", filter_predicates="=", filter_values="ALIVE")
     actors = []
     for actor in alive:
-        node = nodes.get(actor.node_id)
-        resources = (node.resources_total if node is not None else None) or {}
+        resources = (nodes.get(actor["node_id"]) or {}).get("resources_total") or {}
         node_name = next((n.name for n in layout.nodes if set(n.resources) & set(resources)), "?")
-        actors.append({"class_name": actor.class_name, "name": actor.name or "", "pid": actor.pid,
-                       "node": node_name, "actor_id": actor.actor_id})
+        name = actor.get("name") or ""
+        # A Serve replica's id (SERVE_REPLICA::<app>#<deployment>#<id>): the `replica` label of /metrics
+        # and the name of its log file.
+        replica = name.rsplit("#", 1)[-1] if name.startswith("SERVE_REPLICA::") else ""
+        actors.append({"class_name": actor["class_name"], "name": name, "pid": actor["pid"], "node": node_name,
+                       "actor_id": actor["actor_id"], "replica": replica})
     return actors
 
 
@@ -447,9 +456,25 @@ def processes(layout: Layout | None = None) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
+def ingress_replica_of(layout: Layout, request_ids: set[str]) -> dict[str, str]:
+    """Which ingress replica answered each request, by its X-Request-Id (a caller's own id is kept, and
+    Serve writes it on each log line of the replica that handled it): request id -> replica id."""
+    folder = layout.ray_temp_dir / "session_latest" / "logs" / "serve"
+    found: dict[str, str] = {}
+    for log in folder.glob(f"replica_{APP_NAME}_ingress_*.log"):
+        replica = log.stem.rsplit("_", 1)[-1]
+        with log.open(errors="replace") as lines:
+            for line in lines:
+                # INFO <date> <time> acs_ingress <replica> <request id> -- <message>
+                parts = line.split(" ", 6)
+                if len(parts) > 5 and parts[5] in request_ids:
+                    found[parts[5]] = replica
+    return found
+
+
 # -- down --------------------------------------------------------------------------------------
 
-def down(layout: Layout, grace_s: float = 30.0) -> int:
+def down(layout: Layout, grace_s: float = 15.0) -> int:
     """Stop Serve's application, then every process of the rehearsal (by its marker); how many were ended.
     Never `ray stop`: it would end every Ray on the machine, other people's too."""
     if not own_pids(layout):
