@@ -27,8 +27,8 @@ __all__ = ["Invariant", "Violation", "find_violations", "check_database"]
 
 async def find_violations(session_factory: Any, *, now: datetime | None = None,
                           default_allowance: int = DEFAULT_MONTHLY_ALLOWANCE) -> list[Violation]:
-    """Every violation of every invariant, read in one transaction (one snapshot on PostgreSQL's
-    repeatable read is not needed: the ledger is quiet when this runs)."""
+    """Every violation of every invariant, in the order of `Invariant`'s checks, read in one session.
+    Its reads are not one snapshot: the ledger is meant to be quiet when this runs."""
     async with session_factory() as session:
         found = await tokens.holds(session)
         found += await tokens.budgets(session)
