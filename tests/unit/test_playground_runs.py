@@ -349,7 +349,10 @@ async def test_a_crash_found_by_the_lease_fails_the_run_which_keeps_its_text_and
     run = await playground.one({**SKY, "max_tokens": 200})
     dead = playground.runner()
     await playground.wait(run["id"], "running", text=True)
-    await wait_until(lambda: playground.run_holds(run["id"]), timeout_s=10)
+    async def held() -> bool:
+        return bool(await playground.run_holds(run["id"]))
+
+    await wait_until(held, timeout_s=10)
     await asyncio.sleep(0.3)  # its text is written
     await _crash(dead)
     playground.runners.remove(dead)
@@ -403,7 +406,10 @@ async def test_a_suspended_users_queued_run_fails_and_holds_nothing(playground: 
             found = await session.get(PlaygroundRun, uuid.UUID(run["id"]))
             return found if found is not None and found.status == RunStatus.failed else None
 
-    await wait_until(failed, timeout_s=10)
+    async def has_failed() -> bool:
+        return await failed() is not None
+
+    await wait_until(has_failed, timeout_s=10)
     row = await failed()
     assert row is not None and json.loads(row.error or "{}")["code"] == "account_suspended" and row.choices == "[]"
     assert await playground.run_holds(run["id"]) == []
@@ -479,6 +485,20 @@ async def test_the_stream_follows_a_run_as_it_grows_and_catches_up_after(playgro
     assert_error(await other.call("GET", "/account/runs/stream?ids=nope"), 400, "invalid_request", param="ids")
 
 
+@pytest.mark.fake(delay_s=0.5)
+@pytest.mark.settings(keepalive_s=0.1)
+async def test_the_stream_sends_keepalives_while_a_run_writes_nothing(playground: Playground) -> None:
+    """The issue's "SSE with keepalive": a proxy that drops a silent connection keeps the stream
+    while a cold model's start, or a slow token, leaves the Run without news."""
+    run = await playground.one({**SKY, "max_tokens": 3})
+    playground.runner()
+    r = await playground.account.call("GET", f"/account/runs/stream?ids={run['id']}")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    assert r.text.count(": keepalive\n\n") >= 3, r.text  # 1.5 s of tokens at 0.5 s, a beat each 0.1 s
+    events = events_of(r.text)
+    assert events[-1] == DONE and events[-2]["status"] == "completed" and text_of(events[-2]) == fake_text(3)
+
+
 # -- kept data -------------------------------------------------------------------------------------------------
 
 
@@ -543,7 +563,7 @@ async def test_the_runner_tells_each_piece_of_text_and_each_committed_change_on_
     try:
         playground.runner()
         await playground.wait(run["id"], "completed")
-        await wait_until(lambda: told and told[-1] == CHANGED)
+        await wait_until(lambda: bool(told) and told[-1] == CHANGED)
     finally:
         await news.aclose()
         await listening
