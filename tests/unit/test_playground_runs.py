@@ -284,6 +284,9 @@ async def test_the_list_has_the_newest_100_and_the_rest_of_a_group_that_they_cut
     assert [run["number"] for run in listed] == [*range(102, 2, -1), 2, 1]
     assert {run["group_id"] for run in listed[-3:]} == {str(group[0].group_id)}
     assert all("logprobs" not in choice for run in listed for choice in run["choices"])
+    # Export every run: also those older than the newest 100, oldest first.
+    every = await playground.account.ok("GET", "/account/runs/export?format=json&every=true")
+    assert [run["number"] for run in every] == list(range(1, 103))
 
 
 # -- stop and delete ------------------------------------------------------------------------------------------
@@ -523,6 +526,9 @@ async def test_activations_are_kept_7_days_and_a_deleted_run_is_erased_14_days_l
     assert await playground.account.ok("GET", f"/account/runs/{run_id}/activations") == activations
     exported = (await playground.account.ok("GET", f"/account/runs/export?format=json&ids={run_id}"))[0]
     assert exported["completion"]["activations"] == activations
+    # Export every run has each Run's text and log probabilities, without the Activations.
+    (every,) = await playground.account.ok("GET", "/account/runs/export?format=json&every=true")
+    assert every["completion"]["choices"] == exported["completion"]["choices"] and "activations" not in every["completion"]
 
     async with playground.stack.services.ledger.write_sessions() as session:
         await runs.erase_kept(session, now + timedelta(days=6))
