@@ -166,6 +166,24 @@ async def test_a_paused_or_revoked_key_of_the_user_does_not_touch_a_run(playgrou
     assert text_of(await playground.wait(run["id"], "completed")) == fake_text(2)
 
 
+@pytest.mark.fake(first_delay_s=1.0)
+@pytest.mark.settings(engine_timeout_s=0.3, long_wait_s=5.0)
+async def test_a_run_waits_for_inferences_answer_past_the_apis_wait_up_to_the_background_wait(
+        playground: Playground) -> None:
+    """A Run waits as background work does, up to ACS_BACKGROUND_ANSWER_WAIT_S (45 minutes, 5 s
+    here) for a cold model's answer, where POST /v1/completions gives up after 0.3 s; past its own
+    wait (0.5 s in the second Runner) it fails, and keeps nothing."""
+    patient = await playground.one()
+    runner = playground.runner(background_answer_wait_s=5.0)
+    assert text_of(await playground.wait(patient["id"], "completed", timeout_s=20)) == fake_text(2)
+    await runner.stop()
+    playground.runners.remove(runner)
+    hasty = await playground.one()
+    playground.runner(background_answer_wait_s=0.5)
+    failed = await playground.wait(hasty["id"], "failed", timeout_s=20)
+    assert failed["error"]["code"] == "upstream_deadline" and failed["choices"] == [], failed
+
+
 # -- each request is checked as POST /v1/completions checks it ----------------------------------------------
 
 
