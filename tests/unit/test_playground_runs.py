@@ -21,9 +21,11 @@ from typing import Any
 import pandas
 import pytest
 import pytest_asyncio
+import redis.asyncio as aioredis
 from sqlalchemy import delete, update
 from sqlmodel import col, select
 
+from domain.feeds import RedisFeed
 from domain.playground import stream
 from domain.playground.handler import FAILED
 from domain.playground.news import CHANGED, TextsSoFar, run_topic
@@ -39,6 +41,7 @@ from ledger.work.tables import PlaygroundActivations, PlaygroundRun, RunStatus, 
 from tests.own_account import OwnAccount, sign_in
 from tests.spec import assert_error
 from tests.unit.test_jobs import Jobs, _crash, jobs  # noqa: F401 - jobs: the fixture
+from tests.unit.test_loom_stream import REDIS_URL
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.postgres
@@ -518,6 +521,34 @@ async def test_the_stream_sends_keepalives_while_a_run_writes_nothing(playground
     assert r.text.count(": keepalive\n\n") >= 3, r.text  # 1.5 s of tokens at 0.5 s, a beat each 0.1 s
     events = events_of(r.text)
     assert events[-1] == DONE and events[-2]["status"] == "completed" and text_of(events[-2]) == fake_text(3)
+
+
+@pytest.mark.fake(delay_s=0.1)
+@pytest.mark.settings(stream_catch_up_s=3600)
+async def test_on_redis_the_stream_hears_the_runner_of_another_process(playground: Playground) -> None:
+    """Where ACS_REDIS_URL is set the Runner publishes on Redis pub/sub: the Runner's replica and the
+    ingress's, each with its feed over its own Redis connections. With no catch-up read in the test's
+    time, the stream grows and ends on what Redis brought alone."""
+    prefix = f"test:feed:{uuid.uuid4().hex}:"
+    clients = [aioredis.Redis.from_url(REDIS_URL) for _ in range(2)]
+    routes_feed, runner_feed = (RedisFeed(client, prefix=prefix) for client in clients)
+    playground.stack.replace_services(feed=routes_feed)
+    try:
+        run = await playground.one({**SKY, "max_tokens": 10})
+        playground.runner(feed=runner_feed)
+        r = await asyncio.wait_for(playground.account.call("GET", f"/account/runs/stream?ids={run['id']}"), 30)
+        events = events_of(r.text)
+        assert events[-1] == DONE
+        texts = [text_of(event) if event["choices"] else "" for event in events[:-1]]
+        assert len(set(texts)) > 2 and texts == sorted(texts, key=len)  # it grew, message by message
+        assert events[-2]["status"] == "completed" and text_of(events[-2]) == fake_text(10)
+    finally:
+        for runner in playground.runners:
+            await runner.stop()
+        for feed in (routes_feed, runner_feed):
+            await feed.aclose()
+        for client in clients:
+            await client.aclose()
 
 
 # -- kept data -------------------------------------------------------------------------------------------------
