@@ -143,6 +143,8 @@ def figures(args: argparse.Namespace, facts: ClusterFacts, traffic: Traffic, fau
     for record in traffic.records:
         by_status = sent.setdefault(record.kind, {})
         status = str(record.status) if record.status is not None else "no answer"
+        if isinstance(record.error, dict) and record.error.get("code"):
+            status += f" {record.error['code']}"  # which error: a 503 of a busy ledger or of a model away
         by_status[status] = by_status.get(status, 0) + 1
     streams: dict[str, int] = {}
     for record in traffic.records:

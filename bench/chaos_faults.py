@@ -20,7 +20,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
 Probe = Callable[["Fault"], Awaitable[bool]]  # True once a request of the fault's kind succeeds
 Processes = dict[str, list[dict[str, Any]]]  # cluster/rehearsal.py's processes(): by kind, each with its pid
@@ -39,6 +39,19 @@ def targets(found: Processes, fault_kind: str) -> list[tuple[str, int]]:
     """(process kind, pid) of every process that a fault of `fault_kind` may kill."""
     return sorted((kind, int(item["pid"])) for kind, items in found.items() for item in items
                   if kind.startswith(TARGETS[fault_kind]))
+
+
+def pick(found: Processes, fault_kind: str, rng: random.Random,
+         leave: Iterable[str] = ()) -> tuple[str, int] | None:
+    """The (process kind, pid) that a fault of `fault_kind` kills, None when there is none; not
+    one of the process kinds in `leave`. A kind of process first, then one of its processes: the
+    one harvest host is as likely as the harvests' runs (tens of them, as a run's actor stays
+    half an hour after its end)."""
+    left = [t for t in targets(found, fault_kind) if t[0] not in set(leave)]
+    if not left:
+        return None
+    process_kind = rng.choice(sorted({kind for kind, _ in left}))
+    return rng.choice([t for t in left if t[0] == process_kind])
 
 
 def kill9(pid: int) -> bool:
@@ -91,11 +104,10 @@ class Faults:
             ended = await self.redis_kill()
             fault.target, fault.done = f"{ended} client connections killed", ended > 0
         else:
-            found = [t for t in targets(await self.processes(), kind) if t[0] not in self.down_nodes]
-            if not found:
+            killed = pick(await self.processes(), kind, self.rng, self.down_nodes)
+            if killed is None:
                 fault.target = "none running"
                 return fault
-            killed = self.rng.choice(found)
             fault.target, fault.done = f"{killed[0]} pid {killed[1]}", kill9(killed[1])
         if fault.done:
             try:

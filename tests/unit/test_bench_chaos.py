@@ -4,13 +4,14 @@ error-object check, the recovery figures."""
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 
 import pytest
 import torch
 
 from bench.chaos_checks import same
-from bench.chaos_faults import targets
+from bench.chaos_faults import pick, targets
 from bench.chaos_plan import (BAD_ERROR_EVENT, CONNECTION_END, DONE, DONE_INCOMPLETE, ERROR_EVENT, FAULT_KINDS,
                               SILENT_END, STREAM_OK, answer_problem, error_object_problem, kill_schedule,
                               recovery_figures, stream_end)
@@ -115,3 +116,15 @@ def test_harvest_files_compare_exactly_within_tolerance_or_differ() -> None:
     assert same(a, {"layer_0": a["layer_0"] + 1e-6, "layer_1": a["layer_1"]}) == "close"
     assert same(a, {"layer_0": a["layer_0"] + 0.1, "layer_1": a["layer_1"]}) == "differ"
     assert same(a, {"layer_0": a["layer_0"]}) == "differ"
+
+
+
+def test_a_fault_picks_a_kind_of_process_first_so_the_one_harvest_host_is_as_likely_as_many_runs() -> None:
+    found = {"harvest_host:tiny-llama": [{"pid": 1}], "harvest_run": [{"pid": 100 + i} for i in range(30)],
+             "raylet:models": [{"pid": 2}], "raylet:harvest": [{"pid": 3}]}
+    rng = random.Random(5)
+    picked = Counter(pick(found, "harvest", rng)[0] for _ in range(400))  # type: ignore[index]
+    assert 150 <= picked["harvest_host:tiny-llama"] <= 250, picked  # a pick by pid: about 13 of 400
+    assert pick(found, "raylet", rng, leave={"raylet:models"}) == ("raylet:harvest", 3)  # a node being started again
+    assert pick(found, "raylet", rng, leave={"raylet:models", "raylet:harvest"}) is None
+    assert pick(found, "runner", rng) is None
