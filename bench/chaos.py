@@ -172,6 +172,9 @@ def figures(args: argparse.Namespace, facts: ClusterFacts, traffic: Traffic, fau
         "invariants": [{"invariant": v.invariant.value, "subject": v.subject, "detail": v.detail} for v in violations],
         "client_violations": client_violations, "client_problems": problems[:50], "harvests": harvests,
         "mix": KINDS,
+        # Every request: its kind, status, error object or transport error, a stream's end, the work
+        # it made (the ids, never the API key).
+        "records": [{**vars(r), "ids": {k: v for k, v in r.ids.items() if k != "key"}} for r in traffic.records],
     }
 
 
