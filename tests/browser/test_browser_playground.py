@@ -1,17 +1,20 @@
 """The Playground in a real browser (spec: "Use the Playground"), on the test profile's tiny model:
 sign-in with a key opens it; a prompt with the gray example, settings marked out of range as you
 type, a Run that streams and one that stops, its tokens and heatmap, Copy, a token's re-run, a
-refusal with its setting marked (a Layer that the model does not have), the settings in the
+refusal with its setting marked (a Layer that the model does not have), Steer from a .npy or
+.safetensors file or pasted base64 (Layers, scale, norm match, spans), the settings in the
 address and the prompt as a draft; Compare of 6 models with Run all and Stop all, the Runs table
-with its row menu, Compare 2 runs, the export files read back (JSONL by pandas) in the API's
-shapes, a copied curl that runs, Restore with nothing run until Run all; the heatmap's bands and
-its ⏎ and ⇥ marks, which a copy leaves out; and a Run followed after its tab closed.
+with its columns and row menu, Compare 2 runs, the export files read back (JSONL by pandas) in
+the API's shapes, a copied curl that runs, Restore that waits while a Run runs, with nothing run
+until Run all; the heatmap's bands and its ⏎ and ⇥ marks, which a copy leaves out, and a katakana
+token that axe-core reads; and a Run followed after its tab closed.
 
 The page is found by the spec's names alone (roles, labels, exact button names), as a reader of
 the guide finds it: a name that two controls share fails Playwright's strict mode. Each page is
 shot at 1280 and 390 px and checked by axe-core (conftest.py)."""
 from __future__ import annotations
 
+import base64
 import io
 import json
 import math
@@ -288,6 +291,32 @@ def test_a_run_streams_stops_and_keeps_its_settings_in_the_address(app: App, new
     assert encoded["compression"] == "zstd" and encoded["shape"][0] == 2, encoded
     ui.shoot("playground-activations")
     page.get_by_role("button", name="Remove the vector").click()
+    # Pasted base64 of float32 numbers, steering a span of positions with its norm matched.
+    pasted = numpy.linspace(1, -1, HIDDEN_SIZE, dtype=numpy.float32)
+    steer.get_by_label("Or paste base64", exact=True).fill(base64.b64encode(pasted.tobytes()).decode())
+    expect(page.get_by_text(f"The pasted vector: 1 row of {HIDDEN_SIZE} numbers.")).to_be_visible()
+    steer.get_by_label("Layers", exact=True).fill("1")
+    steer.get_by_label("Norm match", exact=True).check()
+    steer.get_by_role("radio", name="Spans", exact=True).check()
+    steer.get_by_role("textbox", name="Spans", exact=True).fill("0-2")
+    button(page, "Run").click()
+    wait_ended(page, 5)
+    assert runs_of(page)[0]["request"]["apply_steering_vectors"] == [
+        {"activations": [pasted.tolist()], "layer_indices": [1], "scale": 1, "norm_match": True, "position_spans": [[0, 2]]}]
+    # A .safetensors file of one tensor, a row for each of two Layers, at every position.
+    page.get_by_role("button", name="Remove the vector").click()
+    rows = numpy.stack([numpy.full(HIDDEN_SIZE, 0.5, numpy.float32), numpy.full(HIDDEN_SIZE, -0.25, numpy.float32)])
+    header = json.dumps({"v": {"dtype": "F32", "shape": list(rows.shape), "data_offsets": [0, rows.nbytes]}}).encode()
+    header += b" " * (-len(header) % 8)
+    setting(page, "Steer").set_input_files(files=[{"name": "rows.safetensors", "mimeType": "application/octet-stream",
+                                                   "buffer": len(header).to_bytes(8, "little") + header + rows.tobytes()}])
+    expect(page.get_by_text(f"rows.safetensors: 2 rows of {HIDDEN_SIZE} numbers.")).to_be_visible()
+    steer.get_by_label("Layers", exact=True).fill("0, 1")
+    button(page, "Run").click()
+    wait_ended(page, 6)
+    assert runs_of(page)[0]["request"]["apply_steering_vectors"] == [
+        {"activations": rows.tolist(), "layer_indices": [0, 1], "scale": 1}]
+    page.get_by_role("button", name="Remove the vector").click()
     setting(page, "Read Layers").fill("0, 2")
 
     # Share: the address opens the same settings in another browser; the prompt stays a draft here.
@@ -374,10 +403,20 @@ def test_compare_six_models_and_the_runs_table(app: App, new_ui: Any, tmp_path: 
         setting(page, "Max tokens").fill("2000")
     page.get_by_role("button", name="Run all").click()
     expect(run_view(page, 7).locator(".run-text")).not_to_be_empty(timeout=RUN_WAIT_MS)
+    # Restore waits until no Run of the page is running.
+    running = page.get_by_role("row").filter(has_text="Comparison of runs 7, 8, 9, 10, 11 and 12")
+    expect(button(running, "Restore")).to_be_disabled()
+    expect(running).to_contain_text("Restore waits until no Run of the page is running.")
     page.get_by_role("button", name="Stop all").click()
     for number in range(7, 13):
         expect(run_view(page, number).locator(".badge")).to_have_text(re.compile("Stopped|Completed"), timeout=RUN_WAIT_MS)
     expect(page.get_by_role("button", name="Stop all")).to_have_count(0)
+    expect(button(running, "Restore")).to_be_enabled()
+    expect(running).not_to_contain_text("Restore waits")
+
+    # The Runs table's columns: number, status, model, settings, text, tokens and time.
+    expect(page.get_by_role("table", name="Runs, newest first").get_by_role("columnheader")).to_have_text(
+        ["Choose", "Run", "Status", "Model", "Settings", "Text", "Tokens", "Time", "Actions"])
 
     # The Runs table: choose two, compare them side by side, export them.
     page.get_by_role("checkbox", name="Choose run 1", exact=True).check()
@@ -605,12 +644,37 @@ def test_the_heatmap_bands_its_marks_and_a_copy_without_them(app: App, new_ui: A
     # A Run that asks for no log probabilities (Top logprobs shown 0) shows plain text: no buttons.
     setting(page, "Heatmap").check()
     setting(page, "Top logprobs shown").fill("0")
+    setting(page, "Choices").fill("2")
     button(page, "Run").click()
     plain = wait_ended(page, 2)
     expect(plain.get_by_role("button", name="Copy", exact=True)).to_have_count(1)
     expect(plain.get_by_role("button")).to_have_count(1)  # Copy alone
     expect(plain).to_contain_text("Thank you")
     expect(page.get_by_text("90% or more", exact=True)).to_have_count(0)  # no legend without log probabilities
+    # Copy output copies each choice under its number when the Run has several.
+    first, second = runs_of(page)[0]["choices"]
+    row_action(page, 2, "Copy output")
+    assert clipboard(page) == f"Choice 1\n{first['text']}\n\nChoice 2\n{second['text']}", clipboard(page)
+
+    # A token of a script that axe-core splits into words its own way (katakana, such as a drawn
+    # "ーナ"): its name is its text and its share as hidden text, with no aria-label for the visible
+    # text to match (3213c7e; an aria-label failed label-content-name-mismatch, serious). The page's
+    # own TokenText renders it, beside the App, for shoot()'s axe-core at both widths.
+    page.evaluate("""async () => {
+        const at = (path) => new URL(path, document.baseURI).href;
+        const { h, render } = await import(at("app-static/vendor/preact.module.js"));
+        const { TokenText } = await import(at("app-static/js/playground/tokens.js"));
+        const holder = document.createElement("div");
+        document.body.append(holder);
+        const choice = { text: "ーナル", logprobs: { tokens: ["ーナ", "ル"], token_logprobs: [-0.1, -3],
+            top_logprobs: [{ "ーナ": -0.1 }, { "ル": -3 }] } };
+        render(h(TokenText, { choice, heatmap: true, selected: null, onSelect: () => {}, label: "Katakana tokens" }), holder);
+    }""")
+    katakana = page.get_by_role("group", name="Katakana tokens").get_by_role("button")
+    expect(katakana).to_have_count(2)
+    # Chromium puts a space before the hidden share: its box is apart from the token's text.
+    expect(katakana.first).to_have_accessible_name(re.compile(r"^ーナ ?, 90\.5%$"))
+    ui.shoot("token-katakana")
     ui.check()
 
 
