@@ -287,7 +287,7 @@ def render_config(layout: Layout) -> Path:
 
 def serve_deploy(layout: Layout) -> None:
     path = render_config(layout)
-    say(f"serve deploy {path.relative_to(REPO_ROOT)} (cluster/serve-rehearsal.yaml on port {layout.http_port})")
+    say(f"serve deploy {path} (cluster/serve-rehearsal.yaml on port {layout.http_port})")
     subprocess.run([ray_bin("serve"), "deploy", "-a", layout.dashboard_url, str(path)], env=environment(layout),
                    check=True, stdout=subprocess.DEVNULL)
 
@@ -492,10 +492,11 @@ def down(layout: Layout, grace_s: float = 15.0) -> int:
     while own_pids(layout) and time.monotonic() < deadline:
         time.sleep(0.5)
     left = own_pids(layout)
+    named = ", ".join(Path((_cmdline(pid) or ["?"])[0]).name for pid in left)
     for pid in left:
         _signal(pid, signal.SIGKILL)
     shutil.rmtree(layout.ray_temp_dir, ignore_errors=True)
-    say("stopped" + (f" ({len(left)} needed SIGKILL)" if left else ""))
+    say("stopped" + (f" ({len(left)} needed SIGKILL: {named})" if left else ""))
     return len(pids)
 
 
