@@ -1,6 +1,7 @@
 """The Loom page while a model starts, in a real browser (spec: "Branch under a Node": a Branch of a
 model that is not Warm waits while the model starts, and one line under the title says how far the
-start has got and about how long is left, as in the Playground).
+start has got and about how long is left, as in the Playground, whose Run of the same model waits
+beside it with the same line above its output: "Wait for a model to start").
 
 The browser tests' own profile serves its one model Warm, so this module serves the slow-boot
 profile's App beside it (tests/e2e/test_e2e_boot.py's model: the tiny Llama on vLLM, scaled to zero),
@@ -17,7 +18,7 @@ import pytest
 import ray
 from playwright.sync_api import expect
 
-from tests.browser.conftest import App, UI
+from tests.browser.conftest import App, UI, watch
 from tests.browser.page_calls import ok
 from tests.cpu_holder import hold_the_free_cpus
 
@@ -65,6 +66,22 @@ def test_a_branch_of_a_cold_model_says_how_far_its_start_has_got(app: App, new_u
         expect(page.get_by_role("tree", name="Tree").get_by_role("treeitem").nth(1).locator(".badge")).to_have_text(
             re.compile("^(Waiting|Running)$"))
         ui.shoot("loom-model-starting")
+        # A Playground Run of the same model waits too, with the same line above its output (spec:
+        # "Wait for a model to start"); one start of the model serves both pages' checks.
+        loom_page, ui.page = page, ui.context.new_page()
+        watch(ui)
+        play = ui.page
+        play.goto(f"{boot_root}/playground")
+        expect(play.get_by_label("Model", exact=True)).to_have_value("slow-llama")
+        play.get_by_label("Prompt", exact=True).fill("The sky is")
+        play.get_by_label("Max tokens", exact=True).fill("2")
+        play.get_by_role("button", name="Run", exact=True).click()
+        run = play.get_by_role("article", name="Run 1", exact=True)
+        expect(run.locator(".start-line")).to_have_text(WAITING, timeout=60_000)
+        expect(run.locator(".start-line")).to_have_attribute("role", "status")
+        expect(run.locator(".badge")).to_have_text(re.compile("^(Waiting|Running)$"))
+        ui.shoot("playground-model-starting")
+        ui.page = loom_page
     finally:
         ray.kill(holder)
     # The start goes on by itself: the Node grows, and the line goes.
@@ -72,5 +89,8 @@ def test_a_branch_of_a_cold_model_says_how_far_its_start_has_got(app: App, new_u
     expect(page.locator(".start-line")).to_have_count(0)
     node = ok(page, "GET", f"account/looms/{loom['id']}")["nodes"][1]
     assert node["status"] == "completed" and node["text"], node
+    # The Run goes on by itself as well, and its line goes.
+    expect(run.locator(".badge")).to_have_text("Completed", timeout=START_MS)
+    expect(run.locator(".start-line")).to_have_count(0)
     ui.errors = [error for error in ui.errors if not HANDLED.match(error)]
     ui.check()
