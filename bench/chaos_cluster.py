@@ -123,20 +123,29 @@ def probes(traffic: Traffic, account: Account) -> dict[str, Probe]:
         return any(r["seconds_since_poll"] is not None and r["seconds_since_poll"] < since
                    for r in answer.json()["wrapper"]["runners"])
 
+    following: dict[int, str] = {}  # a fault's probe harvest, followed across failed reads
+
     async def harvest(fault: Fault) -> bool:
-        """A one-prompt harvest that ends `done`."""
-        del fault
-        made = await http.post("/v1/harvest", headers=key,
-                               json={"model": traffic.harvest_model, "prompts": ["probe"], "layers": [0]})
-        if made.status_code != 202:
-            return False
-        job = made.json()["job_id"]
-        for _ in range(240):
-            status = (await http.get(f"/v1/harvest/{job}", params={"wait": 5}, headers=key)).json()["status"]
+        """A one-prompt harvest that ends `done`. One harvest a fault, followed until it ends: an
+        error while reading it (a 503 of a ledger cut, the proxy's 500 of a killed ingress) does not
+        make a second one, which the key's harvests at once (429) would refuse until the first ends;
+        a new one only after it failed."""
+        job = following.get(id(fault))
+        if job is None:
+            made = await http.post("/v1/harvest", headers=key,
+                                   json={"model": traffic.harvest_model, "prompts": ["probe"], "layers": [0]})
+            if made.status_code != 202:
+                return False
+            job = following[id(fault)] = made.json()["job_id"]
+        while True:
+            answer = await http.get(f"/v1/harvest/{job}", params={"wait": 5}, headers=key)
+            status = answer.json().get("status") if answer.status_code == 200 else None
             if status in ("done", "failed", "cancelled"):
+                del following[id(fault)]
                 return status == "done"
+            if status is None:
+                return False  # read again at the next try
             await asyncio.sleep(0.2)
-        return False
 
     async def raylet(fault: Fault) -> bool:
         return await (harvest(fault) if "harvest" in fault.target else completion(fault))
