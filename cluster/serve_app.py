@@ -46,17 +46,22 @@ def model_deployment(spec: ModelSpec) -> Application:
     ).bind(spec.model_dump(by_alias=True))
 
 
-def runner_deployment(handles: dict[str, Application], profile: str) -> Application:
+def runner_deployment(handles: dict[str, Application], profile: str, grace_s: float) -> Application:
     from cluster.composition import runner_replica
-    from deployments.runner_server import RunnerServer
+    from deployments.runner_server import STOP_MARGIN_S, RunnerServer
 
     # The Runner runs background work (Jobs) and the platform's operations (the
     # spend, the warm windows' floor): one replica, so they run once. It takes
     # no HTTP, and the ingress holds its handle only so that Serve deploys it.
     return serve.deployment(RunnerServer).options(
         name="runner", num_replicas=1, ray_actor_options={"num_cpus": RUNNER_CPUS},
-        # A planned stop gives running work its grace (ACS_RUNNER_GRACE_S), then queues it again.
-        graceful_shutdown_timeout_s=30, health_check_period_s=10, health_check_timeout_s=30,
+        # A planned stop gives running work its grace (ACS_RUNNER_GRACE_S), then queues it again and
+        # releases its Holds. Serve kills the replica when this timeout ends, counted from the stop's
+        # start (its own wait for the replica's calls, 2 s, comes first): a kill within the grace or the
+        # requeue's writes would leave the work `running` until its lease lapsed, and a Playground Run
+        # would then fail instead of running again. So the grace and the stop's margin, whatever the
+        # grace is set to (30 s at the default grace of 10 s).
+        graceful_shutdown_timeout_s=grace_s + STOP_MARGIN_S, health_check_period_s=10, health_check_timeout_s=30,
     ).bind(handles, profile, runner_replica)
 
 
@@ -65,7 +70,8 @@ def build_application(profile: str, settings: Settings | None = None) -> Applica
     from domain.settings import get_settings
     from deployments.catalog import load_catalog
 
-    catalog = load_catalog(profile, models_root=(settings or get_settings()).models_dir)
+    settings = settings or get_settings()
+    catalog = load_catalog(profile, models_root=settings.models_dir)
     if catalog.colocate:
         return colocated_application(catalog, profile)
     from api.ingress import Ingress
@@ -74,7 +80,7 @@ def build_application(profile: str, settings: Settings | None = None) -> Applica
     handles = {model_id: model_deployment(spec) for model_id, spec in catalog.models.items()}
     return Ingress.options(
         name="ingress", ray_actor_options={"num_cpus": INGRESS_CPUS}, max_ongoing_requests=INGRESS_MAX_ONGOING,
-    ).bind(handles, profile, ingress_replica, runner_deployment(handles, profile))
+    ).bind(handles, profile, ingress_replica, runner_deployment(handles, profile, settings.runner_grace_s))
 
 
 def colocated_application(catalog: Catalog, profile: str) -> Application:

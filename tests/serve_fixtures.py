@@ -78,9 +78,24 @@ def with_ingress_env(app: Any, env: dict[str, str]) -> Any:
 
     if not env:
         return app
-    ingress = app._bound_deployment  # the deployment that the application's routes reach
-    options = {**(ingress.ray_actor_options or {}), "runtime_env": {"env_vars": dict(env)}}
-    return Application(ingress.options(ray_actor_options=options))
+    return Application(_with_env(app._bound_deployment, env))  # the deployment that its routes reach
+
+
+def with_runner_env(app: Any, env: dict[str, str]) -> Any:
+    """The application with `env` in its Runner replica's environment (its grace, ACS_RUNNER_GRACE_S).
+    The Runner is an argument of the ingress (cluster/serve_app.py), so the ingress is bound again."""
+    from ray.serve.deployment import Application
+
+    ingress = app._bound_deployment
+    args = tuple(Application(_with_env(arg._bound_deployment, env))
+                 if isinstance(arg, Application) and arg._bound_deployment.name == "runner" else arg
+                 for arg in ingress.init_args)
+    return Application(ingress.options(_init_args=args))
+
+
+def _with_env(deployment: Any, env: dict[str, str]) -> Any:
+    options = {**(deployment.ray_actor_options or {}), "runtime_env": {"env_vars": dict(env)}}
+    return deployment.options(ray_actor_options=options)
 
 
 @dataclass
