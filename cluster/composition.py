@@ -148,10 +148,16 @@ def runner_times(settings: Settings) -> RunnerTimes:
 
 
 def build_runner(services: Services, doorbell: Doorbell | None = None) -> Runner:
-    """A Runner of every kind over `services`; `doorbell` where routes beside it announce their work."""
+    """A Runner of every kind over `services`; `doorbell` where routes beside it announce their work.
+    Its housekeeping also retries the Feedback notes' Linear issues and ends the GPU runs of the
+    harvests that ended (their results are in the ledger; nothing reads the runs again)."""
+    from domain.harvests.closing import close_ended_runs
+    from domain.harvests.handler import RayRuns
+
     return Runner(services.ledger, handlers(services), list(services.catalog.models),
                   runner_times(services.settings), mailer=services.mailer, doorbell=doorbell,
-                  housekeepers=[functools.partial(feedback_notes.retry_linear, services)])
+                  housekeepers=[functools.partial(feedback_notes.retry_linear, services),
+                                functools.partial(close_ended_runs, services.sessions, RayRuns())])
 
 
 def services_with_runner(settings: Settings, catalog: Catalog, clients: dict[str, EngineClient],

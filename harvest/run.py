@@ -11,7 +11,8 @@ changes nothing. The run gets the model from its host (harvest/model_host.py),
 runs the pipeline (harvest/pipeline.py) in a thread and writes the files
 (harvest/shards.py). Past `time_limit_s` it fails with a message that says it
 timed out. Its final status stays readable for `keep_status_s` (or until
-`close()`), then the actor exits.
+`close()`), then the actor exits; the Runner's housekeeping ends it sooner, once
+the harvest's result is in the ledger (`close_run`, domain/harvests/closing.py).
 """
 from __future__ import annotations
 
@@ -23,10 +24,12 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 import ray
+import ray.util
+from ray.exceptions import RayActorError
 
 from deployments.engine import Engine, EngineRefused
 from harvest.model_host import IDLE_S, NAMESPACE, acquire_host, host_name
@@ -307,3 +310,38 @@ def find_run(job_id: uuid.UUID | str) -> Any | None:
         return ray.get_actor(run_name(job_id), namespace=NAMESPACE)
     except ValueError:
         return None
+
+
+def live_runs() -> list[str]:
+    """The names of the harvest runs alive in the cluster: one read of the GCS's named actors
+    (a dead actor's name is gone from it). None outside a Ray process, where no run can be."""
+    if not ray.is_initialized():
+        return []
+    # With all_namespaces, each is {"name", "namespace"} (its annotation says str).
+    actors = cast(list[dict[str, str]], ray.util.list_named_actors(all_namespaces=True))
+    return [actor["name"] for actor in actors if actor["namespace"] == NAMESPACE and _is_run(actor["name"])]
+
+
+def _is_run(name: str) -> bool:
+    """Not the namespace's other actors (the model hosts are `harvest-model-<id>`)."""
+    try:
+        return run_name(name.removeprefix("harvest-")) == name
+    except ValueError:
+        return False
+
+
+def close_run(job_id: uuid.UUID | str) -> None:
+    """End the run of a harvest whose work ended. Through `cancel`: an ended run only exits (in
+    seconds), and one that still runs (a row failed or cancelled while the Runner was away) stops
+    as a cancel stops it, its partial files removed, before it exits. A run that cannot answer
+    (one whose start never came) is killed."""
+    actor = find_run(job_id)
+    if actor is None:
+        return
+    try:
+        ray.get(actor.cancel.remote(), timeout=60)
+    except RayActorError:
+        return  # it exited meanwhile
+    except Exception:  # noqa: BLE001 - it must go all the same
+        log.exception("harvest %s: its run did not take the cancel; killed", job_id)
+        ray.kill(actor, no_restart=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
 
@@ -52,10 +53,26 @@ class Runs(Protocol):
         """The run `name` when it still exists."""
         ...
 
+    async def live(self) -> list[str]:
+        """The names of the runs that still exist."""
+        ...
+
+    async def close(self, name: str) -> None:
+        """End the run `name` now (one that still runs stops first); nothing when it is gone."""
+        ...
+
 
 def run_name(work: Work) -> str:
     """The run's name in the Ray cluster (harvest.run.run_name's, without importing Ray here)."""
     return f"harvest-{work.id}"
+
+
+def job_of(name: str) -> uuid.UUID | None:
+    """The harvest whose run is `name` (run_name's inverse); None for a name of no run."""
+    try:
+        return uuid.UUID(name.removeprefix("harvest-"))
+    except ValueError:
+        return None
 
 
 def failed(message: str, code: str | None = None) -> queue.Result:
@@ -190,6 +207,16 @@ class RayRuns:
 
         actor = await asyncio.to_thread(find_run, name.removeprefix("harvest-"))
         return None if actor is None else _ActorRun(actor)
+
+    async def live(self) -> list[str]:
+        from harvest.run import live_runs
+
+        return await asyncio.to_thread(live_runs)
+
+    async def close(self, name: str) -> None:
+        from harvest.run import close_run
+
+        await asyncio.to_thread(close_run, name.removeprefix("harvest-"))
 
 
 class _ActorRun:

@@ -8,13 +8,17 @@ import asyncio
 import dataclasses
 import json
 import time
+import uuid
+from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
+import httpx
 import pytest
 import pytest_asyncio
 from sqlalchemy import delete
-from sqlmodel import select
+from sqlmodel import col, select
 
+from domain.harvests.closing import close_ended_runs
 from domain.harvests.handler import LOST, TOKENS_SHORT, UNAUTHENTICATED, HarvestHandler
 from cluster.composition import compose
 from deployments.background.runner import Runner, RunnerTimes
@@ -67,6 +71,7 @@ class FakeRuns:
     def __init__(self) -> None:
         self.runs: dict[str, FakeRun] = {}
         self.started: list[str] = []
+        self.closed: list[str] = []
 
     async def start(self, name: str, make_spec: Any) -> FakeRun:
         if name not in self.runs:
@@ -76,6 +81,14 @@ class FakeRuns:
 
     async def find(self, name: str) -> FakeRun | None:
         return self.runs.get(name)
+
+    async def live(self) -> list[str]:
+        return list(self.runs)
+
+    async def close(self, name: str) -> None:
+        """The actor goes, and its status with it."""
+        self.closed.append(name)
+        self.runs.pop(name, None)
 
 
 @dataclasses.dataclass
@@ -105,7 +118,7 @@ class Harvests:
     async def read(self, job_id: str) -> Any:
         return await self.stack.http.get(f"/v1/harvest/{job_id}", headers=self.stack.auth())
 
-    async def until(self, job_id: str, check: Any, timeout_s: float = 10.0) -> dict:
+    async def until(self, job_id: str, check: Any, timeout_s: float = 10.0) -> httpx.Response:
         async with asyncio.timeout(timeout_s):
             while True:
                 r = await self.read(job_id)
@@ -116,8 +129,8 @@ class Harvests:
     async def holds(self, job_id: str) -> list[Hold]:
         async with self.stack.services.sessions() as session:
             work = await session.get(Work, job_id)
-            return list((await session.exec(select(Hold).where(Hold.request_id == work.request_id)
-                                             .order_by(Hold.created_at))).all())
+            return list((await session.exec(select(Hold).where(col(Hold.request_id) == work.request_id)
+                                             .order_by(col(Hold.created_at)))).all())
 
     async def run_of(self, job_id: str) -> FakeRun:
         """The harvest's run, once the Runner started it."""
@@ -131,7 +144,7 @@ class Harvests:
 async def harvests(fake_stack: Any) -> AsyncIterator[Harvests]:
     async with fake_stack.services.ledger.write_sessions() as session:
         await session.exec(delete(Harvest))
-        await session.exec(delete(Work).where(Work.kind == WorkKind.harvest))
+        await session.exec(delete(Work).where(col(Work.kind) == WorkKind.harvest))
         await session.commit()
     state = Harvests(fake_stack, FakeRuns(), [])
     yield state
@@ -254,6 +267,7 @@ async def test_a_revoked_keys_pending_harvest_fails_unauthenticated(harvests: Ha
     job = await harvests.submit()
     who = await principal(harvests.stack)
     async with harvests.stack.services.ledger.write_sessions() as session:
+        assert who.key_id is not None
         await set_key_status(session, who.key_id, KeyStatus.revoked)
         await session.commit()
     harvests.runner()
@@ -266,3 +280,32 @@ async def test_a_revoked_keys_pending_harvest_fails_unauthenticated(harvests: Ha
             await asyncio.sleep(0.05)
     assert json.loads(work.result_body) == {"tokens": 0, "error": UNAUTHENTICATED, "code": "unauthenticated"}
     assert harvests.runs.started == []
+
+
+async def test_housekeeping_closes_the_runs_of_ended_harvests_only(harvests: Harvests) -> None:
+    async def housekeeping() -> int:
+        return await close_ended_runs(harvests.stack.services.sessions, harvests.runs,
+                                      datetime(2026, 1, 1, tzinfo=timezone.utc))
+
+    first = harvests.runner()
+    done = await harvests.submit()
+    (await harvests.run_of(done["job_id"])).ends()
+    await harvests.until(done["job_id"], has("done"))
+    gone = f"harvest-{uuid.uuid4()}"  # a run whose harvest the ledger no longer has
+    harvests.runs.runs[gone] = FakeRun()
+    job = await harvests.submit()
+    run = await harvests.run_of(job["job_id"])
+    await harvests.until(job["job_id"], has("running"))
+    assert await housekeeping() == 2
+    assert sorted(harvests.runs.closed) == sorted([f"harvest-{done['job_id']}", gone])
+    assert list(harvests.runs.runs) == [f"harvest-{job['job_id']}"]  # its Runner follows it still
+    # The run ended, but no Runner wrote the result (it stopped): its row has not ended,
+    # so the run stays for the Runner that follows it next.
+    await first.stop()
+    run.ends(tokens_read=5)
+    assert (await harvests.read(job["job_id"])).json()["status"] == "pending"
+    assert await housekeeping() == 0 and list(harvests.runs.runs) == [f"harvest-{job['job_id']}"]
+    harvests.runner()
+    assert (await harvests.until(job["job_id"], has("done"))).json()["tokens"] == 5
+    assert await housekeeping() == 1 and harvests.runs.runs == {}
+    assert harvests.runs.closed[-1] == f"harvest-{job['job_id']}"
