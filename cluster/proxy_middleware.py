@@ -22,6 +22,7 @@ API failed and does not know how much of the work ran (the chaos soak, bench/NOT
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -33,6 +34,8 @@ from api.server_timing import PROXY_HEADER
 from domain.errors import InternalError
 
 HEADER = b"x-request-id"
+
+log = logging.getLogger(__name__)
 
 
 class RequestIdGuard:
@@ -58,8 +61,11 @@ class RequestIdGuard:
 
 
 class ServeErrorGuard:
-    """Serve's own 5xx answers (not JSON, not a stream: the API writes neither such answer)
-    become the spec's 500 `internal_error` with the request's id."""
+    """Serve's own error answers become the spec's 500 `internal_error` with the request's id:
+    a 5xx that is not JSON and not a stream (the API writes neither such answer), and no answer
+    at all. When the replica died, Serve's proxy sends nothing for a 500
+    (`send_http_response_on_exception` answers only its 408, 429 and 503) and the HTTP server then
+    writes its own text/plain 500; an exception before the answer starts gets the same from it."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -67,17 +73,26 @@ class ServeErrorGuard:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        replaced = False
+        started = replaced = False
 
         async def send_error_object(message: dict) -> None:
-            nonlocal replaced
-            if message["type"] == "http.response.start" and _is_serves_own_error(message):
-                replaced = True
-                await _send_internal_error(send, _request_id(scope))
-            elif not replaced:
+            nonlocal started, replaced
+            if message["type"] == "http.response.start":
+                started = True
+                replaced = _is_serves_own_error(message)
+                if replaced:
+                    return await _send_internal_error(send, _request_id(scope))
+            if not replaced:
                 await send(message)
 
-        await self.app(scope, receive, send_error_object)
+        try:
+            await self.app(scope, receive, send_error_object)
+        except Exception:
+            if started:
+                raise  # the answer began: the connection's end is all a client can get now
+            log.exception("request %s failed in Serve's proxy", _request_id(scope))
+        if not started:
+            await _send_internal_error(send, _request_id(scope))
 
 
 def _is_serves_own_error(start: dict) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from starlette.middleware import Middleware
 
 from cluster.proxy_middleware import middlewares
@@ -18,15 +19,18 @@ SERVES_OWN_500 = [
 ]
 
 
-def answering(messages: list[dict]) -> Any:
+def answering(messages: list[dict], then_raise: Exception | None = None) -> Any:
     async def app(scope: dict, receive: Any, send: Any) -> None:
         for message in messages:
             await send(message)
+        if then_raise is not None:
+            raise then_raise
     return app
 
 
-async def call(messages: list[dict], headers: list[tuple[bytes, bytes]] = []) -> tuple[dict, bytes]:
-    app = answering(messages)
+async def call(messages: list[dict], headers: list[tuple[bytes, bytes]] = [],
+               then_raise: Exception | None = None) -> tuple[dict, bytes]:
+    app = answering(messages, then_raise)
     for middleware in middlewares():  # as Serve applies them: the last one outermost
         assert isinstance(middleware, Middleware)
         app = middleware.cls(app, *middleware.args, **middleware.kwargs)
@@ -60,6 +64,23 @@ async def test_serves_own_500_becomes_the_error_object_with_the_callers_request_
                   "param": None, "code": "internal_error"},
         "request_id": "req_chaos_1",
     }
+
+
+async def test_no_answer_from_the_proxy_is_the_error_object_too() -> None:
+    """A replica that died: Serve's proxy sends nothing for its 500, and uvicorn would write its own."""
+    for then_raise in (None, RuntimeError("The actor died unexpectedly before finishing this task.")):
+        start, body = await call([], [(b"x-request-id", b"req_chaos_2")], then_raise)
+        assert start["status"] == 500
+        assert header_values(start, b"x-should-retry") == [b"false"]
+        assert json.loads(body)["error"]["code"] == "internal_error"
+        assert json.loads(body)["request_id"] == "req_chaos_2"
+
+
+async def test_an_exception_after_the_answer_began_goes_on_to_the_server() -> None:
+    started = [{"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]}]
+    with pytest.raises(RuntimeError):
+        await call(started, then_raise=RuntimeError("cut"))
 
 
 async def test_the_error_object_gets_the_id_the_guard_made_when_the_caller_sent_none() -> None:
