@@ -16,7 +16,6 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Iterator
 
 import httpx
@@ -286,13 +285,9 @@ def test_both_ingress_replicas_report_the_same_counts_on_metrics(rehearsal: Rehe
 # -- the background kinds, on the Runner's replica on the head ------------------------------------
 
 def signed_in(rehearsal: Rehearsal) -> httpx.Client:
-    """A User signed in to the App. The session cookie is Secure (serve-rehearsal.yaml keeps the cluster's
-    ACS_SESSION_COOKIE_SECURE); a browser sends it to 127.0.0.1 over http, as to any loopback address,
-    and this jar does too."""
-    class Loopback(DefaultCookiePolicy):
-        def return_ok_secure(self, cookie: Any, request: Any) -> bool:
-            return True
-
+    """A User signed in to the App. The App's cookies are Secure (serve-rehearsal.yaml keeps the cluster's
+    ACS_SESSION_COOKIE_SECURE); a browser sends them to 127.0.0.1 over http, as to any loopback address,
+    and so does this client: httpx's jar would not, so each cookie it keeps loses the flag."""
     user = new_user(utcnow())
 
     async def add(session: Any) -> None:
@@ -300,7 +295,13 @@ def signed_in(rehearsal: Rehearsal) -> httpx.Client:
         await session.commit()
 
     rehearsal.ledger.read_ledger(add)
-    http = httpx.Client(base_url=rehearsal.layout.root, timeout=60, cookies=CookieJar(policy=Loopback()))
+    http = httpx.Client(base_url=rehearsal.layout.root, timeout=60)
+
+    def as_a_browser_on_loopback(response: httpx.Response) -> None:
+        for cookie in http.cookies.jar:
+            cookie.secure = False
+
+    http.event_hooks["response"] = [as_a_browser_on_loopback]
     assert http.get("/account/csrf").status_code == 204
     http.headers["X-CSRF-Token"] = http.cookies["acs_csrf"]
     answer = http.post("/account/sign-in", json={"email": user.email, "password": PASSWORD})
