@@ -9,13 +9,14 @@ import os
 import signal
 import time
 import uuid
-from typing import Any, Iterator
+from datetime import datetime, timezone
+from typing import Any, Iterator, cast
 
 import httpx
 import pytest
 import torch
 from safetensors.torch import load as load_safetensors
-from sqlmodel import select
+from sqlmodel import col, select
 
 from deployments.catalog import load_catalog
 from deployments.tensor_codec import decode
@@ -92,8 +93,9 @@ def holds(serve_instance: ServeInstance, job_id: str) -> list[Any]:
         try:
             async with session_factory(engine)() as session:
                 work = await session.get(Work, uuid.UUID(job_id))
-                return list((await session.exec(select(Hold).where(Hold.request_id == work.request_id)
-                                                 .order_by(Hold.created_at))).all())
+                assert work is not None
+                return list((await session.exec(select(Hold).where(col(Hold.request_id) == work.request_id)
+                                                 .order_by(col(Hold.created_at)))).all())
         finally:
             await engine.dispose()
     return run_async(read())
@@ -204,3 +206,36 @@ def test_a_cancel_while_running_pays_the_hold_and_stops_the_run(stack: tuple[str
     (hold,) = holds(serve_instance, job["job_id"])
     assert (hold.state.value, hold.used) == ("settled", job["reserved_tokens"])
 
+
+
+def named_runs() -> list[str]:
+    import ray
+
+    # With all_namespaces, each is {"name", "namespace"} (its annotation says str).
+    actors = cast(list[dict[str, str]], ray.util.list_named_actors(all_namespaces=True))
+    return [actor["name"] for actor in actors if actor["namespace"] == "acs"]
+
+
+def test_the_runners_housekeeping_ends_a_done_harvests_run(stack: tuple[str, str],
+                                                           serve_instance: ServeInstance) -> None:
+    from domain.harvests.closing import close_ended_runs
+    from domain.harvests.handler import RayRuns
+    from ledger.store.db import make_engine, session_factory
+
+    job = submit(stack, {"prompts": ["The sky is"], "layers": [0]})
+    wait(stack, job["job_id"], done)
+    name = f"harvest-{job['job_id']}"
+    assert name in named_runs()  # its final status stays after the result was written
+
+    async def housekeeping() -> int:
+        engine = make_engine(serve_instance.database_url)
+        try:
+            return await close_ended_runs(session_factory(engine), RayRuns(), datetime(2026, 1, 1, tzinfo=timezone.utc))
+        finally:
+            await engine.dispose()
+    assert run_async(housekeeping()) >= 1
+    deadline = time.monotonic() + 30
+    while name in named_runs():  # the actor exits within seconds of its close
+        assert time.monotonic() < deadline, "the run is still in the cluster"
+        time.sleep(0.5)
+    assert wait(stack, job["job_id"], done).json()["tokens"] == 4  # the result stays in the ledger
