@@ -209,14 +209,19 @@ class RayRuns:
         return None if actor is None else _ActorRun(actor)
 
     async def live(self) -> list[str]:
-        from harvest.run import live_runs
-
-        return await asyncio.to_thread(live_runs)
+        # Imported in the thread too: a Runner without Ray (the tests') does not stall its loop on it.
+        return await asyncio.to_thread(_live_runs)
 
     async def close(self, name: str) -> None:
         from harvest.run import close_run
 
         await asyncio.to_thread(close_run, name.removeprefix("harvest-"))
+
+
+def _live_runs() -> list[str]:
+    from harvest.run import live_runs
+
+    return live_runs()
 
 
 class _ActorRun:
