@@ -303,8 +303,9 @@ async def _run_to_end(admitted: Admitted, outputs: AsyncGenerator,
         check_complete(assembly)
         assembly.check_activations()
     except errors.ApiError:
-        if assembly.completion_tokens():
-            await settlement.partial(assembly.usage()["total_tokens"], UsageStatus.failed)
+        sent = sent_tokens(assembly)
+        if sent:
+            await settlement.partial(sent, UsageStatus.failed)
         else:  # refused, or failed before a token
             await settlement.release()
         raise
@@ -316,6 +317,14 @@ async def _run_to_end(admitted: Admitted, outputs: AsyncGenerator,
     usage = assembly.usage()
     await settlement.reported(usage["total_tokens"])
     return usage
+
+
+def sent_tokens(assembly: CompletionAssembly) -> int:
+    """What a background stream that Inference refused or failed pays (`_run_to_end`): the prompt
+    and generated tokens that it sent, or 0 before its first token, when its Hold is released.
+    The work that shows what it cost (a Run's `used_tokens`) shows this, not the usage's total,
+    which counts the prompt's tokens from the start."""
+    return assembly.usage()["total_tokens"] if assembly.completion_tokens() else 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,7 +27,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from domain import errors
 from domain.completions.admission import background
-from domain.completions.service import CompletionService
+from domain.completions.service import CompletionService, sent_tokens
 from domain.feeds import Feed, publish_after_commit
 from domain.playground.growing import GrowingRuns
 from domain.playground.news import CHANGED, TextsSoFar, run_topic
@@ -93,8 +93,11 @@ class RunHandler:
                 run_body(request), engine_request_id, principal, self.policy, hold, growing.offer)
         except errors.ApiError as error:  # refused, or failed: the Completion before the failure stays
             growing.ended()
-            started = growing.assembly is not None and growing.assembly.completion_tokens() > 0
-            end = RunEnd(RunStatus.failed, growing.growth(), error=run_error(error, started=started))
+            # It pays what its stream sent, as its Hold settled: nothing before its first token,
+            # though its usage counts the prompt's tokens from its admission on.
+            paid = 0 if growing.assembly is None else sent_tokens(growing.assembly)
+            end = RunEnd(RunStatus.failed, growing.growth(), error=run_error(error, started=paid > 0),
+                         used_tokens=paid)
             return queue.Result(WorkStatus.failed, error.status, _as_json(error.body(work.request_id)),
                                 also=self._ending(end))
         except BaseException:

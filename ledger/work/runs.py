@@ -167,12 +167,17 @@ class RunEnd:
     growth: RunGrowth
     error: dict[str, Any] | None = None
     activations: dict[str, Any] | None = None
+    # What its Hold paid, where that is not its usage's total: a Run that failed before its
+    # first token shows 0, as its Hold was released.
+    used_tokens: int | None = None
 
 
 async def end_within(session: AsyncSession, end: RunEnd, now: datetime) -> bool:
     """Write the Run's end in the caller's transaction (the one that ends its work row)."""
     growth = end.growth
     values: dict[str, Any] = dict(status=end.status, error=as_json(end.error), finished_at=now, **growth.values())
+    if end.used_tokens is not None:
+        values["used_tokens"] = end.used_tokens
     if end.activations is not None:
         values["activations_expire_at"] = now + ACTIVATIONS_KEPT
     ended = await changed_one(session, update(PlaygroundRun).where(*_this_attempt(growth.run_id, growth.attempt))

@@ -22,6 +22,7 @@ import pandas
 import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
+from ray.exceptions import ActorDiedError
 from sqlalchemy import delete, update
 from sqlmodel import col, select
 
@@ -32,6 +33,7 @@ from domain.playground.news import CHANGED, TextsSoFar, run_topic
 from domain.traffic.limits import BucketPolicy
 from ledger.accounts.keys import create_api_key, set_key_status, set_standing
 from ledger.accounts.tables import KeyStatus, Standing, User
+from ledger.audit import find_violations
 from ledger.store.coltypes import utcnow
 from ledger.tokens.grants import set_allowance
 from ledger.tokens.tables import Counting, Hold, HoldState, UsageSource
@@ -393,6 +395,55 @@ async def test_a_crash_found_by_the_lease_fails_the_run_which_keeps_its_text_and
     assert (work.status, work.attempts) == (WorkStatus.failed, 1)
     await asyncio.sleep(0.5)  # and it does not run again
     assert await playground.read(run["id"]) == failed
+
+
+# -- a model replica dies under a Run: Inference failed, not the API ---------------------------------------
+
+UNREACHABLE = {"message": "Could not reach Inference: Connection error.", "type": "upstream_error", "param": None,
+               "code": "upstream_unreachable", "retryable": True, "retry_after_seconds": 30}
+
+
+async def audit_of(playground: Playground, run: dict) -> list[Any]:
+    """The ledger audit's violations about the Run, its work row or its Holds (the soak's `run_cut_cost`)."""
+    work = await playground.work_of(run["id"])
+    ours = {run["id"], str(work.id)} | {str(hold.id) for hold in await playground.run_holds(run["id"])}
+    found = await find_violations(playground.stack.services.sessions, now=utcnow())
+    return [violation for violation in found if violation.subject in ours]
+
+
+@pytest.mark.fake(delay_s=0.02, fail_after_tokens=3, fail_with=ActorDiedError())
+async def test_a_model_replica_dying_mid_stream_fails_the_run_with_inferences_error_and_it_pays_what_was_sent(
+        playground: Playground) -> None:
+    """Ray's error of a dead replica is Inference failing (a broken stream, as POST /v1/completions
+    streams it), not the API stopping: the Run pays the tokens it was sent, and shows them."""
+    run = await playground.one({**SKY, "max_tokens": 10})
+    playground.runner()
+    failed = await playground.wait(run["id"], "failed")
+    assert text_of(failed) == fake_text(3) and failed["choices"][0]["finish_reason"] is None
+    assert failed["error"] == UNREACHABLE
+    assert failed["usage"] == {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7}
+    (hold,) = await playground.run_holds(run["id"])
+    assert (hold.state, hold.counting, hold.used) == (HoldState.settled, Counting.partial, 4 + 3)
+    assert failed["used_tokens"] == hold.used
+    work = await playground.work_of(run["id"])
+    assert (work.status, work.result_status, work.attempts) == (WorkStatus.failed, 502, 1)
+    assert await audit_of(playground, run) == []
+
+
+@pytest.mark.fake(first_delay_s=0.1, fail_before_first=ActorDiedError())
+async def test_a_model_replica_dying_before_the_first_token_fails_the_run_which_shows_0_used_tokens(
+        playground: Playground) -> None:
+    """The soak's `run_cut_cost` (seed 11): Inference failed before a token, so the Hold is released
+    and the Run costs nothing; it showed its prompt's tokens as used."""
+    run = await playground.one(SKY)
+    playground.runner()
+    failed = await playground.wait(run["id"], "failed")
+    assert failed["error"] == UNREACHABLE and failed["choices"] == []
+    (hold,) = await playground.run_holds(run["id"])
+    assert (hold.state, hold.used) == (HoldState.released, 0)
+    assert failed["used_tokens"] == 0
+    assert (await playground.work_of(run["id"])).status == WorkStatus.failed
+    assert await audit_of(playground, run) == []
 
 
 @pytest.mark.fake(delay_s=0.05)
