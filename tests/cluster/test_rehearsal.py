@@ -312,8 +312,11 @@ def signed_in(rehearsal: Rehearsal) -> httpx.Client:
 
 @pytest.fixture
 def app(rehearsal: Rehearsal) -> Iterator[httpx.Client]:
-    with signed_in(rehearsal) as http:
+    http = signed_in(rehearsal)
+    try:
         yield http
+    finally:
+        http.close()
 
 
 def test_a_job_a_loom_branch_and_a_playground_run_end(rehearsal: Rehearsal, app: httpx.Client) -> None:
