@@ -4,7 +4,6 @@ started again, PostgreSQL's backends terminated, Redis's clients killed)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 import time
 from dataclasses import dataclass
@@ -77,17 +76,12 @@ async def redis_kill(facts: ClusterFacts) -> int:
 
 
 async def restart_node(facts: ClusterFacts, name: str, tries: int = 20) -> None:
-    """`ray start --address` of the worker node `name` again, with its ports, CPUs, resources and
-    environment, as cluster/rehearsal.py's start_nodes() started it (it has no call for one node).
-    Its ports may still be held for a moment by the killed raylet's agents, so it tries again."""
-    from cluster.rehearsal import environment, ray_bin
+    """`ray start --address` of the worker node `name` again, as the rehearsal started it. Its ports may
+    still be held for a moment by the killed raylet's agents, so it tries again."""
+    from cluster.rehearsal import environment, worker_start_command
 
     layout = facts.layout
-    node = next(n for n in layout.nodes if n.name == name)
-    command = [ray_bin("ray"), "start", f"--address={layout.gcs_address}", "--node-ip-address=127.0.0.1",
-               f"--temp-dir={layout.ray_temp_dir}", f"--object-store-memory={128 * 1024 * 1024}",
-               "--disable-usage-stats", *node.port_args(), f"--num-cpus={node.num_cpus}",
-               f"--resources={json.dumps(node.resources)}"]
+    command = worker_start_command(layout, next(n for n in layout.nodes if n.name == name))
     output = b""
     for _ in range(tries):
         process = await asyncio.create_subprocess_exec(*command, env=environment(layout), stdout=asyncio.subprocess.PIPE,

@@ -256,22 +256,30 @@ def ray_bin(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
+def _common_args(layout: Layout) -> list[str]:
+    return ["--node-ip-address=127.0.0.1", f"--temp-dir={layout.ray_temp_dir}",
+            f"--object-store-memory={128 * 1024 * 1024}", "--disable-usage-stats"]
+
+
+def worker_start_command(layout: Layout, node: Node) -> list[str]:
+    """`ray start --address` of a worker node: at the rehearsal's start, and again after its raylet died
+    (bench/chaos.py restarts a node as a real node's supervisor would)."""
+    return [ray_bin("ray"), "start", f"--address={layout.gcs_address}", *_common_args(layout), *node.port_args(),
+            f"--num-cpus={node.num_cpus}", f"--resources={json.dumps(node.resources)}"]
+
+
 def start_nodes(layout: Layout) -> None:
     env = environment(layout)
-    common = ["--node-ip-address=127.0.0.1", f"--temp-dir={layout.ray_temp_dir}",
-              f"--object-store-memory={128 * 1024 * 1024}", "--disable-usage-stats"]
     head = layout.head
     say(f"ray start --head on 127.0.0.1:{layout.gcs_port} (resources {json.dumps(head.resources)})")
-    subprocess.run([ray_bin("ray"), "start", "--head", f"--port={layout.gcs_port}", *common, *head.port_args(),
-                    f"--num-cpus={head.num_cpus}", f"--resources={json.dumps(head.resources)}",
+    subprocess.run([ray_bin("ray"), "start", "--head", f"--port={layout.gcs_port}", *_common_args(layout),
+                    *head.port_args(), f"--num-cpus={head.num_cpus}", f"--resources={json.dumps(head.resources)}",
                     "--dashboard-host=127.0.0.1", f"--dashboard-port={layout.dashboard_port}",
                     f"--ray-client-server-port={layout.client_port}"], env=env, check=True,
                    stdout=subprocess.DEVNULL)
     for node in layout.nodes[1:]:
         say(f"ray start --address={layout.gcs_address}: node `{node.name}` (resources {json.dumps(node.resources)})")
-        subprocess.run([ray_bin("ray"), "start", f"--address={layout.gcs_address}", *common, *node.port_args(),
-                        f"--num-cpus={node.num_cpus}", f"--resources={json.dumps(node.resources)}"],
-                       env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(worker_start_command(layout, node), env=env, check=True, stdout=subprocess.DEVNULL)
 
 
 def render_config(layout: Layout) -> Path:
