@@ -18,7 +18,8 @@ root registers; the Runner knows no kind. It keeps nothing a restart would lose:
   Playground Runs after 14 days and the Runs' Activations after 7, and sends
   the App's mail that the SMTP server refused;
 - `stop()` is the planned stop: running work gets a grace period, then goes
-  back to `queued` with its Hold released, so the cut request costs nothing.
+  back to `queued` with its Hold released, so the cut request costs nothing;
+  a result already being written when the grace ends is written to its end.
 """
 from __future__ import annotations
 
@@ -83,6 +84,8 @@ class Runner:
         # each is called with the time, and one that fails is logged and leaves the others be.
         self.housekeepers = list(housekeepers)
         self.attempts: dict[uuid.UUID, asyncio.Task] = {}
+        # The results being written: a planned stop's cut must not cancel them (`_write_result`).
+        self._writing: set[asyncio.Future] = set()
         self._claim_loops: list[asyncio.Task] = []
         self.doorbell = doorbell or Doorbell()
         # Set when work of the kind was announced or the poll saw it queued.
@@ -114,6 +117,9 @@ class Runner:
         if self.attempts:
             await asyncio.wait(list(self.attempts.values()), timeout=self.grace_s)
         await _cancel(list(self.attempts.values()))
+        # An attempt that ended within the grace may still be writing its result: that write is
+        # not cut, and the stop waits for it, or the row would stay `running` until its lease lapsed.
+        await asyncio.gather(*self._writing, return_exceptions=True)
         await _cancel(self._watch)
         await self.ledger.leases.stop()
 
@@ -204,14 +210,27 @@ class Runner:
             except Exception:  # noqa: BLE001 - the platform failed: the work fails, and never runs again
                 log.exception("background work %s failed", work.id)
                 result, hold.ending = handler.failed(work), queue.RELEASE
-            async with self.sessions() as session:
-                if not await queue.finish(session, work.id, self.owner, result, hold.ending, utcnow(),
-                                          handler.kept_for, work.attempts):
-                    log.info("background work %s ended elsewhere; its answer is dropped", work.id)
+            await self._write_result(handler, work, result, hold.ending)
         finally:
             if self.attempts.get(work.id) is asyncio.current_task():  # not a later attempt's entry
                 del self.attempts[work.id]
             self.wake(handler.kind)  # its place is free: queued work of the kind may start
+
+    async def _write_result(self, handler: WorkHandler, work: Work, result: queue.Result,
+                            ending: queue.HoldEnd) -> None:
+        """The attempt's result and its Hold's end, written to the end even if the attempt is cancelled
+        meanwhile (a planned stop's grace that ends during the write, a lost lease: `finish` then
+        writes nothing); `stop` waits for the writes that it finds."""
+        async def write() -> None:
+            async with self.sessions() as session:
+                if not await queue.finish(session, work.id, self.owner, result, ending, utcnow(),
+                                          handler.kept_for, work.attempts):
+                    log.info("background work %s ended elsewhere; its answer is dropped", work.id)
+
+        writing = asyncio.ensure_future(write())
+        self._writing.add(writing)
+        writing.add_done_callback(self._writing.discard)
+        await survive(writing)
 
     def _recorder(self, work_id: uuid.UUID, attempt: int) -> Callable[[uuid.UUID], Awaitable[bool]]:
         async def record(hold_id: uuid.UUID) -> bool:
