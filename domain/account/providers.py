@@ -66,7 +66,10 @@ async def _link_if_new(session: AsyncSession, user_id: uuid.UUID, provider: Prov
         if found.user_id != user_id:
             raise ProviderRefused("linked_elsewhere")
         return
-    if any(row.provider == provider.id for row in await identities.of_user(session, user_id)):
+    linked_here = [row for row in await identities.of_user(session, user_id) if row.provider == provider.id]
+    if any(row.subject == claims.subject for row in linked_here):
+        return  # a sign-in at the same moment committed this very link between the two reads
+    if linked_here:
         raise ProviderRefused("other_account")
     await identities.link(session, user_id, provider.id, claims.subject, claims.email, now)
 
