@@ -11,7 +11,9 @@ stages. The tests run in this order, so that the model's idle time passes during
 """
 from __future__ import annotations
 
+import os
 import re
+import signal
 import threading
 import time
 import uuid
@@ -355,3 +357,38 @@ def test_a_job_a_loom_branch_and_a_playground_run_end(rehearsal: Rehearsal, app:
     finished = wait_for(run_done, 180, "the Run")
     assert finished["status"] == "completed" and finished["choices"][0]["text"], finished
     assert nodes_of(kinds(rehearsal), "runner") == ["head"]
+
+
+def test_a_request_inside_a_killed_ingress_replica_gets_the_error_object(rehearsal: Rehearsal) -> None:
+    """kill -9 of both ingress replicas while two long Completions run in them: Serve's proxy has no answer
+    of its own for a dead replica, and its HTTP server wrote a text/plain 500. Each cut request gets the
+    spec's error object instead (the chaos soak's finding; cluster/proxy_middleware.py), and Serve puts
+    new replicas in their place. Last in the module, so no other test meets the replicas' restart."""
+    key = rehearsal.ledger.new_key("ingress-kill")
+    ids = [f"kill-{i}-{uuid.uuid4().hex[:12]}" for i in range(2)]
+    answers: dict[str, httpx.Response] = {}
+
+    def long_completion(request_id: str) -> None:
+        answers[request_id] = httpx.post(
+            f"{rehearsal.base}/completions", timeout=300, headers={**auth(key), "X-Request-Id": request_id},
+            json={"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2000})
+
+    threads = [threading.Thread(target=long_completion, args=(request_id,)) for request_id in ids]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.5)
+    time.sleep(2)  # both are inside their replicas, generating
+    for replica in kinds(rehearsal)["ingress"]:
+        os.kill(replica["pid"], signal.SIGKILL)
+    for thread in threads:
+        thread.join(timeout=240)
+    assert sorted(answers) == sorted(ids)
+    for request_id, answer in answers.items():
+        assert answer.status_code == 500, answer.text
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.headers["x-should-retry"] == "false"
+        assert answer.headers["x-request-id"] == request_id
+        assert answer.json() == {"error": {"message": "The API failed while it handled the request.",
+                                           "type": "internal_error", "param": None, "code": "internal_error"},
+                                 "request_id": request_id}
+    wait_for(lambda: get(rehearsal, "/v1/models", key).status_code == 200, 120, "the new ingress replicas")
