@@ -8,11 +8,12 @@ Two planned restarts of the Runner, each with a grace of GRACE_S (ACS_RUNNER_GRA
   (`RunnerServer.__del__`);
 - a SIGTERM to the Runner's process (deployments/runner_server.py, `drain_on_sigterm`).
 
-Work that ends within the grace ends as it would. Work that does not goes back to `queued` with its
-Hold released, then runs again from the beginning in the new replica, and is charged once. A
-Playground Run too: only a crash fails it (test_e2e_playground.py). The spend stop is locked across
-each restart, so the cut work waits in `queued` where the test reads it ("While new GPU work is paused,
-the work that went back to `queued` waits, and runs when the pause ends"); its Clear lets it run.
+Work that does not end within the grace (here: all of it, long work and a short grace, so that no
+timing is bet on) goes back to `queued` with its Hold released, then runs again from the beginning in
+the new replica, and is charged once. A Playground Run too: only a crash fails it
+(test_e2e_playground.py). The spend stop is locked across each restart, so the cut work waits in
+`queued` where the test reads it ("While new GPU work is paused, the work that went back to `queued`
+waits, and runs when the pause ends"); its Clear lets it run.
 """
 from __future__ import annotations
 
@@ -35,19 +36,19 @@ from tests.e2e.test_e2e_playground import app, ok, read, run_holds, run_rows, te
 from tests.serve_fixtures import PORT, ServeInstance, holds, runner_process, with_runner_env
 
 APP = "drain"
-# Long enough that the short Job below is still running when the stop starts (Serve first waits 2 s
-# for the replica's calls), also on a loaded machine; short enough to keep the module lean.
-GRACE_S = 10.0
-# About 900 tokens: the tiny model on a CPU writes slower the longer its text, so 1,000 tokens after
-# this prompt take half a minute and more, far past the grace (a Node writes at most 1,000).
-LONG_PROMPT = "The sky is blue. " * 180
-LONG = {"model": "llama-8b", "prompt": LONG_PROMPT, "max_tokens": 1000, "temperature": 0}
-# A few seconds: it ends within the grace.
-SHORT = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 250, "temperature": 0}
-PROMPT_TOKENS = 4  # "The sky is" with its BOS
-# A Run alone on the model writes faster than among the first test's work (LONG once ended within 9 s
-# there): 2,000 tokens, the most that the model's context holds after this prompt, take twice as long.
-ALONE = {**SHORT, "max_tokens": 2000}
+# Short: the cut comes soon after the stop begins (Serve first waits 2 s for the replica's calls). That
+# work which ends within the grace ends as it would is no timing bet here: the unit tests stop a Runner
+# on the fake engine at a chosen moment (tests/unit/test_jobs.py::
+# test_a_planned_stop_queues_running_work_again_and_it_is_charged_once, tests/unit/test_runner_stop.py,
+# test_loom_nodes.py::test_a_planned_stop_puts_a_node_back_and_it_runs_again_from_the_beginning_charged_once,
+# test_playground_runs.py::test_a_planned_restart_runs_a_run_again_from_the_beginning).
+GRACE_S = 1.0
+# The most that the model's context (2,048 tokens) holds after "The sky is" with its BOS: far past the
+# grace on any machine this runs on (alone on the model, 2,000 tokens took 8 s and more here).
+LONG = {"model": "llama-8b", "prompt": "The sky is", "max_tokens": 2044, "temperature": 0}
+# A Node writes at most 1,000 tokens: after a prompt of about 900, where each token costs more.
+NODE_PROMPT = "The sky is blue. " * 180
+NODE_TOKENS = 1000
 
 
 def deploy(version: str) -> None:
@@ -141,27 +142,24 @@ def test_a_new_version_drains_the_runner_and_the_cut_work_runs_again_in_the_new_
         stack: tuple[str, str], app: httpx.Client, serve_instance: ServeInstance) -> None:
     old = runner_process(APP)
     before = usage(app)
-    # Three pieces of long work, one of each kind, and a short Job.
+    # Long work of each kind: a Job, a Node and a Run.
     long_job = submit(stack, LONG)
-    loom = make_loom(stack, LONG_PROMPT)
-    (long_node,) = branch(stack, loom["id"], loom["nodes"][0]["id"], max_tokens=LONG["max_tokens"], temperature=0)
+    loom = make_loom(stack, NODE_PROMPT)
+    (long_node,) = branch(stack, loom["id"], loom["nodes"][0]["id"], max_tokens=NODE_TOKENS, temperature=0)
     (run,) = ok(app.post("/account/runs", json={"requests": [LONG]}), 201)["runs"]
     until(lambda: held(holds(serve_instance, long_job["request_id"])), "the long Job runs")
     until(lambda: held(node_holds(serve_instance, long_node["id"])), "the Node runs")
     kept = until(lambda: (found := read(app, run["id"]))["status"] == "running" and text_of(found) and found,
                  "the Run writes")
     node_text = until(lambda: node(stack, loom["id"], long_node["id"])["text"], "the Node writes")
-    short_job = submit(stack, SHORT)
-    until(lambda: held(holds(serve_instance, short_job["request_id"])), "the short Job runs")
 
     with spend_stopped(serve_instance):
         redeploy = threading.Thread(target=deploy, args=("2",))
         deployed = time.monotonic()
         redeploy.start()
-        # The old Runner ends the short Job within its grace, then cuts the rest.
-        done_short = until(lambda: (found := job(stack, short_job["id"]))["status"] == "succeeded" and found,
-                           "the short Job ends", GRACE_S + 60)
+        # The old Runner gives them the grace, then cuts them.
         until(lambda: job(stack, long_job["id"])["status"] == "queued", "the long Job is queued again", GRACE_S + 60)
+        print(f"the long Job was queued again {time.monotonic() - deployed:.1f} s after serve.run")
         # As the user reads them: queued again, and the Node and the Run start from nothing.
         cut_node = until(lambda: (found := node(stack, loom["id"], long_node["id"]))["status"] == "queued" and found,
                          "the Node is queued again")
@@ -174,15 +172,6 @@ def test_a_new_version_drains_the_runner_and_the_cut_work_runs_again_in_the_new_
                run_holds(serve_instance, run["id"])]
         for (hold,) in cut:
             assert (hold.state.value, hold.used, hold.owner) == ("released", 0, old["owner"])
-        # The short Job ended normally, once, while the old Runner stopped: after the stop began (its
-        # grace before the cut) and before the cut.
-        (short_hold,) = holds(serve_instance, short_job["request_id"])
-        assert (short_hold.state.value, short_hold.used) == ("settled", PROMPT_TOKENS + SHORT["max_tokens"])
-        cut_at = min(hold.ended_at for (hold,) in cut)
-        print(f"the short Job ended {(cut_at - short_hold.ended_at).total_seconds():.1f} s before the cut "
-              f"(grace {GRACE_S} s)")
-        assert cut_at.timestamp() - GRACE_S < short_hold.ended_at.timestamp() < cut_at.timestamp()
-        assert (done_short["usage_pending"], work_row(serve_instance, short_job["id"]).attempts) == (False, 1)
 
         redeploy.join(300)
         print(f"the new version ran {time.monotonic() - deployed:.1f} s after serve.run")
@@ -221,7 +210,7 @@ def test_a_sigterm_to_the_runner_drains_it_and_the_cut_run_runs_again(
         stack: tuple[str, str], app: httpx.Client, serve_instance: ServeInstance) -> None:
     old = runner_process(APP)
     before = usage(app)
-    (run,) = ok(app.post("/account/runs", json={"requests": [ALONE]}), 201)["runs"]
+    (run,) = ok(app.post("/account/runs", json={"requests": [LONG]}), 201)["runs"]
     kept = until(lambda: (found := read(app, run["id"]))["status"] == "running" and text_of(found) and found,
                  "the Run writes")
     until(lambda: held(run_holds(serve_instance, run["id"])), "the Run holds its tokens")
@@ -235,7 +224,7 @@ def test_a_sigterm_to_the_runner_drains_it_and_the_cut_run_runs_again(
                         "the Run is cut", GRACE_S + 30)
         cut_s = time.monotonic() - signalled
         assert (cut_run["status"], cut_run["choices"], cut_run["used_tokens"]) == ("queued", [], 0), cut_run
-        assert GRACE_S - 1 < cut_s < GRACE_S + 15, cut_s
+        assert GRACE_S < cut_s < GRACE_S + 15, cut_s  # the grace begins after os.kill
         (hold,) = run_holds(serve_instance, run["id"])
         assert (hold.state.value, hold.used, hold.owner) == ("released", 0, old["owner"])
         # Ray's exit then waits for the replica's calls in flight (Serve's long polls, about 30 s).
