@@ -55,7 +55,10 @@ def rehearse(env: dict[str, str], command: str, timeout_s: float) -> subprocess.
                           text=True, timeout=timeout_s)
 
 
-@pytest.fixture(scope="session")
+# The package's, not the session's: the three nodes, two engines and the harvest host hold about 6-10 GB
+# and both cores' attention, so they end before the e2e tier's stacks start (with a session scope they
+# lived to the session's end, and the e2e modules after them failed on a starved machine).
+@pytest.fixture(scope="package")
 def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
     env = script_environment(tmp_path_factory.mktemp("rehearsal"))
     layout = Layout.from_env(env)
