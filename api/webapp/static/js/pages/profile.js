@@ -4,26 +4,16 @@ import { useState } from "preact/hooks";
 import { html } from "../html.js";
 import { api } from "../api.js";
 import { FormError } from "../components/field.js";
-import { Form } from "../components/form.js";
+import { Form, useSubmit } from "../components/form.js";
 import { PageHeader } from "../notice.js";
 import { ProviderProblem, providerProblem, startProvider, useProviders } from "../components/providers.js";
 
 export default function Profile({ route, user }) {
   const [sent, setSent] = useState(null);
-  const [error, setError] = useState(null);
-  const [busy, setBusy] = useState(false);
-  async function reset() {
-    setBusy(true);
-    setError(null);
-    try {
-      const answer = await api("account/password-links", { method: "POST", body: { email: user.email } });
-      setSent((answer && answer.message) || "Check your email.");
-    } catch (failure) {
-      setError(failure.message);
-    } finally {
-      setBusy(false);
-    }
-  }
+  const { error, busy, submit: reset } = useSubmit(async () => {
+    const answer = await api("account/password-links", { method: "POST", body: { email: user.email } });
+    setSent((answer && answer.message) || "Check your email.");
+  });
   return html`<${PageHeader} title="Profile" />
     <section class="panel narrow" aria-labelledby="account-title">
       <h2 id="account-title">Your account</h2>
@@ -40,7 +30,7 @@ export default function Profile({ route, user }) {
           <button type="submit" disabled=${busy}>Reset your password</button>
           <span role="status" class="success-text">${sent || ""}</span>
         </div>
-        <${FormError} message=${error} />
+        <${FormError} message=${error && error.message} />
       </${Form}>
     </section>
     <${SignInMethods} route=${route} user=${user} />`;
