@@ -31,6 +31,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -92,7 +93,8 @@ class Layout:
     http_port: int = 8000
     gcs_port: int = 6380  # not Ray's 6379: the machine's Redis is there
     dashboard_port: int = 8265
-    client_port: int = 10101
+    # Not in 10002-19999, Ray's default worker ports, which any other local Ray on the machine draws from.
+    client_port: int = 27300
     port_base: int = 26400
     database: str = "acs_rehearsal"
     pg_admin_dsn: str = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -342,11 +344,22 @@ def wait_until_serving(layout: Layout, timeout_s: float = STARTUP_TIMEOUT_S) -> 
         time.sleep(2)
 
 
+def port_taken(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something listens on the port. Serve's proxy binds with SO_REUSEPORT, so a second Serve on a
+    port in use starts without a word, and the kernel then splits the requests between the two proxies."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex((host, port)) == 0
+
+
 def up(layout: Layout) -> str:
     """Start the rehearsal; the admin key."""
     if own_pids(layout):
         raise SystemExit(f"The rehearsal runs already (processes marked {MARKER}={layout.state_dir}): "
                          "`bash cluster/rehearse.sh down` first.")
+    if port_taken(layout.http_port):
+        raise SystemExit(f"Port {layout.http_port} is in use by another process: stop it, or set "
+                         "ACS_REHEARSAL_HTTP_PORT to a free port.")
     started = time.monotonic()
     layout.state_dir.mkdir(parents=True, exist_ok=True)
     layout.harvest_storage.mkdir(parents=True, exist_ok=True)

@@ -18,10 +18,15 @@ from tests.ledger_fixtures import DB_TAG
 from tests.serve_fixtures import PORT, ServeInstance, run_async
 
 ROOT = Path(__file__).resolve().parents[2]
+# Not the session's `serve_instance` port: the browser tier's Serve proxy lives to the session's end, and
+# Serve's proxies bind with SO_REUSEPORT, so on one port the kernel split the rehearsal's requests between
+# both proxies and the other one answered 404 (CI, stop 45).
+REHEARSAL_PORT = int(os.environ.get("ACS_TEST_REHEARSAL_PORT", str(PORT + 20)))
 # Apart from a rehearsal that someone runs on this machine with the defaults (8000, 6380, 8265, ...).
 LAYOUT = {
-    "ACS_REHEARSAL_HTTP_PORT": str(PORT), "ACS_REHEARSAL_RAY_PORT": "6480", "ACS_REHEARSAL_DASHBOARD_PORT": "8365",
-    "ACS_REHEARSAL_CLIENT_PORT": "10201", "ACS_REHEARSAL_PORT_BASE": "28400", "ACS_REHEARSAL_REDIS_DB": "8",
+    "ACS_REHEARSAL_HTTP_PORT": str(REHEARSAL_PORT), "ACS_REHEARSAL_RAY_PORT": "6480",
+    "ACS_REHEARSAL_DASHBOARD_PORT": "8365", "ACS_REHEARSAL_CLIENT_PORT": "29300", "ACS_REHEARSAL_PORT_BASE": "28400",
+    "ACS_REHEARSAL_REDIS_DB": "8",
     "ACS_REHEARSAL_DATABASE": f"acs_rehearsal_test{DB_TAG}",
     "ACS_REHEARSAL_RAY_TEMP_DIR": f"/tmp/acs-rehearsal-test{DB_TAG}",
     # cluster/test.sh ran cluster/setup.sh already.

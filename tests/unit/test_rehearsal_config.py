@@ -3,16 +3,18 @@ and it builds the cluster profile as `serve deploy` would: a deployment per mode
 on the `models` resource. And the rehearsal's layout gives every node ports of its own."""
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
 from ray.serve._private.build_app import build_app
 from ray.serve.deployment import deployment_to_schema
 from ray.serve.schema import ServeDeploySchema
 
-from cluster.rehearsal import Layout, node_environment, render_config
+from cluster.rehearsal import Layout, node_environment, port_taken, render_config, up
 from cluster.ray_env import serve_environment
 from deployments.catalog import load_catalog
 
@@ -97,3 +99,21 @@ def test_the_nodes_run_with_the_production_settings_and_rays_token(tmp_path: Pat
     assert env["ACS_REDIS_URL"] == "redis://127.0.0.1:6379/7"
     assert len(env["RAY_AUTH_TOKEN"]) == 64 and (tmp_path / "secrets.json").stat().st_mode & 0o777 == 0o600
     assert node_environment(layout)["RAY_AUTH_TOKEN"] == env["RAY_AUTH_TOKEN"]  # kept for status and down
+
+
+def test_up_refuses_a_port_that_another_process_listens_on(tmp_path: Path) -> None:
+    """Serve's proxy shares a port (SO_REUSEPORT) without a word, so `up` looks first."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        layout = Layout.from_env({"ACS_REHEARSAL_HTTP_PORT": str(port), "ACS_REHEARSAL_STATE_DIR": str(tmp_path)})
+        assert port_taken(port)
+        with pytest.raises(SystemExit, match=f"Port {port} is in use by another process"):
+            up(layout)
+    assert not port_taken(port)
+    assert not (tmp_path / "harvests").exists()  # it refused before it made anything
+
+
+def test_the_client_port_is_outside_rays_default_worker_ports() -> None:
+    assert not 10002 <= Layout().client_port <= 19999
