@@ -144,6 +144,10 @@ class ModelSpec(_Strict):
     harvest: bool = True
     harvest_class: Literal["small", "large"] = "small"
     harvest_time_limit_s: float = Field(default=60 * 60.0, gt=0)
+    # The engine of its harvests (harvest/model_host.py): `torch`, PyTorch's forward packed by length on
+    # one device (bench/harvest.py: faster than vLLM's request per prompt); `vllm` for a model that
+    # needs several GPUs.
+    harvest_engine: Literal["torch", "vllm"] = "torch"
     # What one GPU of `gpu_shape` costs an hour (0 on a CPU): the GPU spend's
     # estimate and what a warm window costs (spec: "Keep a model Warm").
     gpu_hour_usd: float = Field(default=0.0, ge=0)
@@ -160,6 +164,15 @@ class ModelSpec(_Strict):
             raise ValueError(
                 f"model {self.id!r}: weights {self.weights!r} is a hub repo, so "
                 "capabilities.n_layers and capabilities.hidden_size must be given"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _harvest_engine_fits(self) -> ModelSpec:
+        if self.harvest_engine == "torch" and self.engine.tensor_parallel_size > 1:
+            raise ValueError(
+                f"model {self.id!r}: harvest_engine torch runs on one device, and the model needs "
+                f"tensor_parallel_size {self.engine.tensor_parallel_size}: set harvest_engine: vllm"
             )
         return self
 

@@ -2,7 +2,9 @@
 
 Everything that crosses it is a plain dataclass, so it pickles through a
 Ray Serve DeploymentHandle and a fake engine (tests only) can produce it.
-The real implementation is `deployments.vllm_engine.VllmEngine`.
+The real implementation is `deployments.vllm_engine.VllmEngine`. Harvests need
+only the prompt-only forward (`ForwardEngine`), which `harvest.torch_forward`
+also implements with PyTorch alone.
 """
 from __future__ import annotations
 
@@ -130,8 +132,12 @@ class ForwardRequest:
 
 @dataclass
 class PromptRows:
-    """One prompt's own rows: float32 [layers, tokens, hidden], or [layers, tokens, k]
-    projected; `dtype` is the model's precision ("torch.bfloat16" rows upcast losslessly)."""
+    """One prompt's own rows [layers, tokens, hidden], or [layers, tokens, k] projected (float32).
+
+    `rows` is float32, or uint16 holding the bfloat16 bits of a model that runs in bfloat16 (the
+    torch engine on a GPU hands its rows over as computed, with no float32 copy); `dtype` is the
+    model's precision ("torch.bfloat16" rows upcast losslessly).
+    """
 
     token_ids: list[int]
     rows: Any  # a numpy array
@@ -154,7 +160,25 @@ class EngineDead(Exception):
     """The engine's core process stopped; the replica must be replaced."""
 
 
-class Engine(abc.ABC):
+class ForwardEngine(abc.ABC):
+    """What a harvest's model host needs: prompt-only forward passes."""
+
+    @abc.abstractmethod
+    async def forward(self, request: ForwardRequest) -> list[PromptRows]:
+        """Run each prompt through the model once and read its residual stream.
+
+        Returns one PromptRows per prompt, in the order of `request.prompts`,
+        each with exactly that prompt's tokens as rows (the token at position i
+        is row i). Refuses (EngineRefused, before any pass) a Layer the model
+        lacks or directions of another width.
+        """
+
+    @abc.abstractmethod
+    def shutdown(self) -> None:
+        """Stop the engine and remove what it made; later calls do nothing."""
+
+
+class Engine(ForwardEngine):
     """One served model. Every method may raise EngineDead once the engine stopped."""
 
     @abc.abstractmethod
@@ -176,23 +200,9 @@ class Engine(abc.ABC):
         """Stop a running request; its stream ends without `finished`."""
 
     @abc.abstractmethod
-    async def forward(self, request: ForwardRequest) -> list[PromptRows]:
-        """Run each prompt through the model once and read its residual stream.
-
-        Returns one PromptRows per prompt, in the order of `request.prompts`,
-        each with exactly that prompt's tokens as rows (the token at position i
-        is row i). Refuses (EngineRefused, before any pass) a Layer the model
-        lacks or directions of another width.
-        """
-
-    @abc.abstractmethod
     def state(self) -> EngineState:
         """Whether the engine serves now, and its boot stage while it starts."""
 
     @abc.abstractmethod
     async def check_health(self) -> None:
         """Return when the engine serves; raise EngineDead when it stopped for good."""
-
-    @abc.abstractmethod
-    def shutdown(self) -> None:
-        """Stop the engine and remove what it made; later calls do nothing."""

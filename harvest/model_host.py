@@ -9,8 +9,9 @@ it: it stays loaded `idle_s` (20 minutes) after its last forward pass, so a
 harvest of the same model within that window finds it ready and reports
 `load_s` 0, then it shuts its engine down and exits by itself.
 
-Tests build any Engine (a FakeEngine) from a picklable `factory` instead of
-the ModelSpec's VllmEngine.
+The catalog's `harvest_engine` picks the engine: `torch` (harvest/torch_forward.py, batches packed
+by length, the default) or `vllm` (a request per prompt through vllm-lens; a model split over
+several GPUs). Tests build any ForwardEngine (a FakeEngine) from a picklable `factory` instead.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from deployments.engine import Engine, ForwardRequest, PromptRows
+from deployments.engine import ForwardEngine, ForwardRequest, PromptRows
 
 NAMESPACE = "acs"
 IDLE_S = 20 * 60.0
@@ -102,18 +103,36 @@ def harvest_engine_args(model: Any) -> dict[str, Any]:
     return args
 
 
-def build_engine(model: Any, factory: Callable[[], Engine] | None) -> Engine:
+def build_engine(model: Any, factory: Callable[[], ForwardEngine] | None) -> ForwardEngine:
+    """The catalog's harvest engine of the model (`harvest_engine`): the torch forward, or vLLM."""
     if factory is not None:
         return factory()
+    if model.harvest_engine == "torch":
+        from harvest.torch_forward import TorchForward
+
+        return TorchForward.load(model.weights_path(), model_id=model.served_model_name,
+                                 max_model_len=model.engine.max_model_len,
+                                 device="cpu" if model.on_cpu else "cuda", dtype_name=model.engine.dtype)
     from deployments.vllm_engine import VllmEngine
 
     return VllmEngine(model.weights_path(), harvest_engine_args(model), cpu=model.on_cpu)
 
 
+def engine_runtime(model: Any, engine: ForwardEngine, factory: Callable[[], ForwardEngine] | None) -> dict[str, Any]:
+    """What the manifest's runtime says of the engine that read the rows."""
+    if factory is not None:
+        return {"factory": repr(factory)}
+    from harvest.torch_forward import TorchForward
+
+    if isinstance(engine, TorchForward):
+        return engine.describe()
+    return {"harvest_engine": "vllm", **harvest_engine_args(model)}
+
+
 class ModelHost:
     """One model's engine for harvests (a detached actor; see `acquire_host`)."""
 
-    def __init__(self, model: dict[str, Any], factory: Callable[[], Engine] | None = None,
+    def __init__(self, model: dict[str, Any], factory: Callable[[], ForwardEngine] | None = None,
                  idle_s: float = IDLE_S, check_every_s: float = CHECK_EVERY_S) -> None:
         from transformers import AutoTokenizer
 
@@ -121,9 +140,10 @@ class ModelHost:
 
         spec = ModelSpec.model_validate(model)
         t0 = time.monotonic()
-        self.engine: Engine | None = build_engine(spec, factory)  # None once closed
+        engine = build_engine(spec, factory)
+        self.engine: ForwardEngine | None = engine  # None once closed
         identity = weights_identity(spec)
-        engine_args = harvest_engine_args(spec) if factory is None else {"factory": repr(factory)}
+        engine_args = engine_runtime(spec, engine, factory)
         runtime = {**runtime_versions(), "engine": engine_args, "gpu_shape": spec.gpu_shape}
         # The pipeline's tokenize stage asks here: the tokenizer stays loaded with the model.
         self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer_path())
@@ -191,7 +211,7 @@ def host_options(model: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def acquire_host(model: dict[str, Any], factory: Callable[[], Engine] | None = None, idle_s: float = IDLE_S,
+def acquire_host(model: dict[str, Any], factory: Callable[[], ForwardEngine] | None = None, idle_s: float = IDLE_S,
                  attempts: int = 3) -> tuple[Any, HostInfo, float]:
     """The model's host (made, or found), its info, and this harvest's `load_s`:
     0 when the host had the model before the call, else the seconds waited for it."""

@@ -58,8 +58,13 @@ def to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
 
 
 def packed_values(rows: np.ndarray, projecting: bool) -> np.ndarray:
-    """The engine's float32 rows as the files hold them: bfloat16 bits, or float32 projections."""
-    return np.ascontiguousarray(rows, dtype=np.float32) if projecting else to_bfloat16_bits(rows)
+    """The engine's rows as the files hold them: bfloat16 bits, or float32 projections. Rows that
+    are bfloat16 bits already (uint16, from a model that runs in bfloat16) go as they are."""
+    if projecting:
+        return np.ascontiguousarray(rows, dtype=np.float32)
+    if rows.dtype == np.uint16:
+        return np.ascontiguousarray(rows)
+    return to_bfloat16_bits(rows)
 
 
 @dataclass
