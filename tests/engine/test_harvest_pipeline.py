@@ -1,8 +1,9 @@
 """Harvests through the real pipeline: the detached run actor, Ray Data, and the
-model host with the real engine (vLLM + vllm-lens, the tiny model, float32)
-on the session's local Ray. The shards read back with safetensors equal HF's
-block outputs and a Completion's capture within bfloat16 rounding, each
-prompt with exactly its own rows; a run of 4,096 prompts goes end to end."""
+model host with the catalog's harvest engine (the torch forward; the tiny model,
+float32) on the session's local Ray. The shards read back with safetensors equal HF's
+block outputs and a Completion's capture (vLLM + vllm-lens) within bfloat16 rounding,
+each prompt with exactly its own rows; the vLLM harvest engine writes the same files;
+a run of 4,096 prompts goes end to end."""
 from __future__ import annotations
 
 import functools
@@ -128,6 +129,7 @@ def test_the_statistics_and_the_manifest_describe_the_shards(mixed: Any) -> None
     assert manifest["model_id"] == MODEL.served_model_name and manifest["model_identity"].startswith("sha256:")
     assert all(manifest["runtime"][name] for name in ("vllm", "vllm_lens", "torch", "transformers"))
     assert manifest["runtime"]["engine"]["max_model_len"] == 2048
+    assert manifest["runtime"]["engine"]["harvest_engine"] == MODEL.harvest_engine == "torch"
     assert manifest["prompts"] == MIXED and manifest["contents"] == "activations"
     assert [s["prompt_indices"] for s in manifest["shards"]] == [[0, 1, 2, 3], [4, 5]]
     assert manifest["shards"][0]["tensors"]["prompt_2"]["shape"] == list(tensors["prompt_2"].shape)
@@ -166,6 +168,29 @@ def test_projections_onto_unit_directions_without_start_tokens(mixed: Any, stora
     rows = np.concatenate([tensors[f"prompt_{i}"].numpy()[:, 1:] for i in range(3)], axis=1)
     assert tuple(stats["mean"].shape) == (2, 3)
     np.testing.assert_allclose(stats["mean"].numpy(), rows.mean(axis=1), rtol=1e-5, atol=1e-6)
+
+
+def test_the_vllm_harvest_engine_writes_the_same_rows(mixed: Any, storage_root: str) -> None:
+    """A model whose catalog says `harvest_engine: vllm` (one that needs several GPUs) reads through
+    vllm-lens, a request per prompt: the same rows, within bfloat16 rounding."""
+    _, _, torch_folder = mixed
+    release_host(MODEL.id)  # the host is the model's, whatever its engine: the next one is vLLM's
+    try:
+        spec = run_spec(storage_root, MIXED, model=MODEL.model_copy(update={"harvest_engine": "vllm"})
+                        .model_dump(by_alias=True))
+        status = wait_for(start_run(spec))
+        assert status.state == "done", status.error
+        folder = Path(storage_root) / spec.job_id
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["runtime"]["engine"]["harvest_engine"] == "vllm"
+        assert manifest["runtime"]["engine"]["max_num_seqs"] == 32
+    finally:
+        release_host(MODEL.id)  # the tests after this one get the catalog's engine again
+    by_vllm, by_torch = shards(folder, 2), shards(torch_folder, 2)
+    assert sorted(by_vllm) == sorted(by_torch)
+    for name, rows in by_torch.items():
+        assert by_vllm[name].dtype == rows.dtype
+        np.testing.assert_allclose(by_vllm[name].float().numpy(), rows.float().numpy(), rtol=2 * BF16, atol=1e-4)
 
 
 def test_a_second_start_changes_nothing(mixed: Any, storage_root: str) -> None:

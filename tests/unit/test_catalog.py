@@ -130,3 +130,15 @@ def test_models_dir_setting(monkeypatch, tmp_path):
     monkeypatch.setenv("ACS_MODELS_DIR", str(tmp_path))
     assert models_dir(Settings().models_dir) == Path(tmp_path).resolve()
     assert models_dir(None) == Path(__file__).resolve().parents[2] / "models"
+
+
+def test_harvests_run_on_the_torch_engine_but_where_a_model_needs_several_gpus(gpu, test_profile):
+    assert {model.id: model.harvest_engine for model in gpu.models.values()} == {
+        "llama-8b": "torch", "llama-405b": "vllm", "trinity-truebase": "vllm"}
+    assert test_profile.models["tiny-llama"].harvest_engine == "torch"
+    split = gpu.models["llama-405b"].model_dump(by_alias=True)
+    with pytest.raises(ValueError, match="harvest_engine torch runs on one device, and the model needs "
+                                         "tensor_parallel_size 8: set harvest_engine: vllm"):
+        ModelSpec.model_validate({**split, "harvest_engine": "torch"})
+    with pytest.raises(ValueError, match="harvest_engine"):
+        ModelSpec.model_validate({**split, "harvest_engine": "hf"})
