@@ -1,4 +1,5 @@
-"""The App's pages: one HTML shell for every page path, and its static files.
+"""The App's pages: one HTML shell for every page path, its static files, and the files to download
+(`/downloads/workshop.ipynb`, the docs' workshop notebook).
 
 The shell routes on the client. It may be mounted under a prefix (a Serve
 route_prefix such as /browser), so it carries `<base href>` and the
@@ -21,6 +22,9 @@ from api.webapp.policy import page_policy
 
 STATIC = Path(__file__).with_name("static")
 SHELL = STATIC / "index.html"
+# Files to download at a stable path (`/downloads/<name>`): the workshop notebook of the docs' Cookbook.
+DOWNLOADS = Path(__file__).with_name("downloads")
+DOWNLOAD_TYPES = {".ipynb": "application/x-ipynb+json"}
 PAGES = (
     "/", "/sign-in", "/apply", "/set-password", "/forgot-password", "/reset-password",
     "/playground", "/loom", "/api-keys", "/usage", "/usage/request", "/profile", "/jobs",
@@ -81,6 +85,7 @@ def webapp_router(shell: Shell | None = None) -> APIRouter:
     for path in PAGES:
         router.add_api_route(path, page, methods=["GET", "HEAD"], response_class=HTMLResponse)
     router.add_api_route("/app-static/{path:path}", app_static, methods=["GET", "HEAD"])
+    router.add_api_route("/downloads/{name}", download, methods=["GET", "HEAD"])
     return router
 
 
@@ -99,4 +104,13 @@ async def app_static(path: str) -> FileResponse:
     if found is None:
         raise HTTPException(status_code=404)
     return FileResponse(found, media_type=CONTENT_TYPES[found.suffix],
+                        headers={"Cache-Control": STATIC_CACHE, "X-Content-Type-Options": "nosniff"})
+
+
+async def download(name: str) -> FileResponse:
+    """A file of downloads/ by its name, as an attachment (a browser saves it rather than shows it)."""
+    found = DOWNLOADS / name
+    if "/" in name or name.startswith(".") or found.suffix not in DOWNLOAD_TYPES or not found.is_file():
+        raise HTTPException(status_code=404)
+    return FileResponse(found, media_type=DOWNLOAD_TYPES[found.suffix], filename=name,
                         headers={"Cache-Control": STATIC_CACHE, "X-Content-Type-Options": "nosniff"})

@@ -67,6 +67,12 @@ def test_hidden_navigation_gives_the_page_the_whole_width(app: App, new_ui: Any)
 
     # Shown: the page sits beside the navigation.
     expect(navigation(ui)).to_be_visible()
+    # Docs says where this platform serves the workshop notebook, and the notebook is there.
+    notebook = app.url("downloads/workshop.ipynb")
+    docs = navigation(ui).get_by_role("link", name="Docs", exact=True)
+    expect(docs).to_have_accessible_description(f"The docs. The workshop notebook downloads from {notebook}")
+    download = page.request.get(notebook)
+    assert download.status == 200 and download.json()["nbformat"] == 4
     expect(toggle(ui)).to_have_attribute("aria-expanded", "true")
     shown = box(main)
     assert shown["x"] == NAV_WIDTH and shown["width"] == window_width(ui) - NAV_WIDTH, shown

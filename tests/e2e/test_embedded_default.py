@@ -1,7 +1,7 @@
 """The embedded default as its README command runs it (`python -m cluster.embedded`, a
 subprocess with its own local Ray and SQLite ledger): reads and steers of SmolLM2-135M
-(float32, 30 Layers) equal HF transformers on the same weights, and the spec's cookbooks run
-unchanged. The profile is colocated and served by Serve's direct ingress: one ingress replica
+(float32, 30 Layers) equal HF transformers on the same weights, the spec's cookbooks run
+unchanged, and the workshop notebook downloaded from the platform runs top to bottom. The profile is colocated and served by Serve's direct ingress: one ingress replica
 hosts the engine and the Runner, and answers on the platform's port itself.
 
 Slow (a few minutes on a CPU): `-m "not slow"` leaves it out.
@@ -31,6 +31,7 @@ from deployments.catalog import load_catalog
 from tests.hf_reference import greedy, reference
 from tests.programs import program_file, run_program
 from tests.serve_fixtures import read_ledger
+from tests.workshop import run_asking_for_the_key, run_with_key
 
 pytestmark = pytest.mark.slow
 PROMPT = "The capital of France is"
@@ -270,6 +271,42 @@ def test_the_cookbooks_harvest_script_runs_as_it_is(embedded: tuple[str, str], s
     tokenizer = smollm2[1]
     assert [tensors[f"tokens_{i}"].tolist() for i in (0, 1)] == [
         tokenizer(text)["input_ids"] for text in ("The sky is", "Grass is")]
+
+
+@pytest.fixture(scope="module")
+def workshop(platform: Platform) -> str:
+    """The workshop notebook as a reader gets it: downloaded from the platform's stable path."""
+    answer = httpx.get(f"{platform.base.removesuffix('/v1')}/downloads/workshop.ipynb", timeout=60)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/x-ipynb+json"
+    return answer.text
+
+
+def test_the_workshop_notebook_runs_top_to_bottom_and_its_steer_arrives(embedded: tuple[str, str],
+                                                                        workshop: str) -> None:
+    base, key = embedded
+    run = run_with_key(workshop, base, key)
+    # The default model of GET /v1/models, at its own middle Layer (SmolLM2 has 30).
+    assert (run.report["model"], run.report["layer"]) == ("smollm2-135m", 15)
+    # Not Llama 3.1 8B: the first scale adds a quarter of the stream's norm at the Layer, then twice that.
+    steered = {float(scale): text for scale, text in run.report["steered"].items()}
+    low, high = sorted(steered)[1:]
+    assert sorted(steered)[0] == 0 and 0 < low and high == 2 * low
+    plain = complete(embedded, prompt="My advice for your first day at a new job is", max_tokens=16)
+    assert steered[0] == plain["choices"][0]["text"]  # scale 0 adds nothing
+    assert steered[low] != steered[0] and steered[high] != steered[0]  # the steer arrived
+    shown = "".join(run.outputs)
+    assert f"Layer 15 moved by {low} times the contrast." in shown  # the exercise's read of the Layer
+    assert "the steer arrived" in shown
+    assert not any(key in text for text in run.outputs)
+
+
+def test_the_workshop_notebook_asks_for_the_key_without_showing_it(embedded: tuple[str, str],
+                                                                   workshop: str) -> None:
+    base, key = embedded
+    run = run_asking_for_the_key(workshop, base, key)
+    assert run.stdin_requests == [{"prompt": "Your API key (sk-acs-...): ", "password": True}]
+    assert run.report["model"] == "smollm2-135m" and len(run.report["steered"]) == 3
+    assert not any(key in text for text in run.outputs)
 
 
 # Last in the module: it kills the app's one replica, and waits for Serve's new one.

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from api.webapp.policy import page_policy
-from api.webapp.router import PAGES, STATIC
+from api.webapp.router import DOWNLOADS, PAGES, STATIC
 
 WEBAPP = Path(STATIC).parent
 EXACT = re.compile(r"^\d+\.\d+\.\d+$")
@@ -186,6 +186,30 @@ async def test_unknown_static_files_get_the_api_404(path: str, client: Callable[
         answer = await http.get(path)
     assert answer.status_code == 404
     assert answer.headers["content-type"] == "application/json"
+    assert answer.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_the_workshop_notebook_downloads_at_its_stable_path(client: Callable[..., httpx.AsyncClient]) -> None:
+    async with client("/browser") as http:
+        answer = await http.get("/browser/downloads/workshop.ipynb")
+        head = await http.head("/browser/downloads/workshop.ipynb")
+    assert answer.status_code == head.status_code == 200
+    assert answer.headers["content-type"] == "application/x-ipynb+json"
+    assert answer.headers["content-disposition"] == 'attachment; filename="workshop.ipynb"'
+    assert answer.content == (DOWNLOADS / "workshop.ipynb").read_bytes()
+    notebook = answer.json()
+    assert notebook["nbformat"] == 4 and notebook["metadata"]["kernelspec"]["name"] == "python3"
+    # The file keeps no outputs: each text a reader sees is their own sample.
+    code = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    assert code and all(cell["outputs"] == [] and cell["execution_count"] is None for cell in code)
+
+
+@pytest.mark.parametrize("path", ["/downloads/nope.ipynb", "/downloads/..%2frouter.py", "/downloads/router.py",
+                                  "/downloads/"])
+async def test_other_downloads_get_the_api_404(path: str, client: Callable[..., httpx.AsyncClient]) -> None:
+    async with client() as http:
+        answer = await http.get(path)
+    assert answer.status_code == 404
     assert answer.json()["error"]["type"] == "invalid_request_error"
 
 
