@@ -39,10 +39,15 @@ from deployments.checks import ModelFacts
 from deployments.engine import ForwardEngine, ForwardRequest, PromptRows
 from deployments.lens_checks import check_forward_request
 
-# Padded tokens of one batch. On a GPU large enough to fill it; on a CPU small enough that a batch's
-# activations stay in cache-friendly sizes (bench/harvest.py measured 2048-8192 alike on SmolLM2).
+# Padded tokens of one batch. On a GPU large enough to fill it (not measured yet: no device lent). On a
+# CPU a pad costs what a real token does, and a call packs only its own prompts (the pipeline's batch:
+# 64 prompts in order), so a small budget splits a call by length. A sweep of budgets (2026-12-05, the
+# 2-core machine, SmolLM2-135M float32, 2,048 prompts of 4-62 tokens) in calls of 64 prompts: 256 and
+# 512 alike, 1024 0.8-0.9 of 512, 4096 and 8192 0.45-0.5 (a call in one batch: 2.9 x the real tokens);
+# in calls of 256, 256-1024 alike; in one call of all 2,048, 1024 read 1.07-1.12 x 512 and 512 1.07 x
+# 256. 512 stays near the best at every call size.
 GPU_TOKEN_BUDGET = 65536
-CPU_TOKEN_BUDGET = 4096
+CPU_TOKEN_BUDGET = 512
 PAD_ID = 0  # any id the model has: a pad is never seen by a real token
 
 
