@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harvest.safetensors_header import safetensors_header
+
 # safetensors' names of the types the engine's rows and the token ids come in.
 ST_DTYPE = {np.dtype(np.uint16): "BF16", np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}
 PUT_POLL_S = 1.0  # how often a producer blocked on a full queue looks for a writer that died
@@ -30,19 +32,6 @@ PUT_POLL_S = 1.0  # how often a producer blocked on a full queue looks for a wri
 def shard_name(index: int) -> str:
     """harvest/storage.py's name of shard `index` (that module imports pyarrow.fs)."""
     return f"shard_{index:05d}.safetensors"
-
-
-def safetensors_header(entries: list[tuple[str, str, list[int], int]], metadata: dict[str, str]) -> bytes:
-    """The 8-byte length and the JSON header of tensors (name, dtype, shape, bytes) that follow back to
-    back: harvest.shards.safetensors_header's bytes (tests/unit/test_bench_harvest_gpu.py holds them equal)."""
-    header: dict[str, object] = {"__metadata__": metadata}
-    offset = 0
-    for name, dtype, shape, size in entries:
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # as safetensors' own writer: the data starts 8-aligned
-    return struct.pack("<Q", len(text)) + text
 
 
 @dataclass

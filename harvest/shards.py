@@ -27,6 +27,7 @@ from typing import IO, Any
 import numpy as np
 
 from deployments.tensor_codec import bfloat16_bits_to_float32
+from harvest.safetensors_header import safetensors_header
 from harvest.storage import HarvestStorage, shard_name
 
 LAYOUT_VERSION = 2
@@ -80,20 +81,6 @@ class HarvestedPrompt:
         if self.values.dtype == np.uint16:
             return bfloat16_bits_to_float32(self.values)
         return np.asarray(self.values, dtype=np.float32)
-
-
-def safetensors_header(entries: list[tuple[str, str, list[int], int]],
-                       metadata: dict[str, str] | None = None) -> bytes:
-    """The 8-byte length and the JSON header of a file whose tensors (name, safetensors
-    dtype, shape, byte size) follow back to back, in this order."""
-    header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
-    offset = 0
-    for name, dtype, shape, size in entries:
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # as safetensors' own writer: the data starts 8-aligned
-    return struct.pack("<Q", len(text)) + text
 
 
 def safetensors_bytes(tensors: dict[str, np.ndarray]) -> bytes:
