@@ -10,4 +10,5 @@ if [ -z "${ACS_TEST_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
   apt_install chromium
 fi
 . .venv/bin/activate
-exec python -m pytest -q "$@"
+# The slowest tests, so that a CI log shows where its time goes (a run should stay under about 45 min).
+exec python -m pytest -q --durations=25 "$@"

@@ -81,16 +81,38 @@ def with_ingress_env(app: Any, env: dict[str, str]) -> Any:
     return Application(_with_env(app._bound_deployment, env))  # the deployment that its routes reach
 
 
-def with_runner_env(app: Any, env: dict[str, str]) -> Any:
+def with_runner_env(app: Any, env: dict[str, str], code_version: str | None = None) -> Any:
     """The application with `env` in its Runner replica's environment (its grace, ACS_RUNNER_GRACE_S).
-    The Runner is an argument of the ingress (cluster/serve_app.py), so the ingress is bound again."""
+
+    With `code_version`, every deployment carries that code version, as `serve deploy` gives each
+    deployment of a config its application's: a second `serve.run` whose `env` differs then replaces
+    the Runner alone (its actor options changed), as a config that changes only the Runner's
+    environment does. Without it, `serve.run` draws a new version for each deployment and replaces
+    all of them, the model's engine too. Serve keeps `version` to itself (`_internal`)."""
     from ray.serve.deployment import Application
 
-    ingress = app._bound_deployment
-    args = tuple(Application(_with_env(arg._bound_deployment, env))
-                 if isinstance(arg, Application) and arg._bound_deployment.name == "runner" else arg
-                 for arg in ingress.init_args)
-    return Application(ingress.options(_init_args=args))
+    made: dict[int, Application] = {}  # one new Application per old one: the graph shares the models'
+
+    def rebuilt(value: Any) -> Any:
+        if isinstance(value, Application):
+            if id(value) not in made:
+                made[id(value)] = Application(_rebound(value._bound_deployment))
+            return made[id(value)]
+        if isinstance(value, (list, tuple)):
+            return type(value)(rebuilt(item) for item in value)
+        if isinstance(value, dict):
+            return {key: rebuilt(item) for key, item in value.items()}
+        return value
+
+    def _rebound(deployment: Any) -> Any:
+        options: dict[str, Any] = {"_init_args": rebuilt(deployment.init_args),
+                                   "_init_kwargs": rebuilt(deployment.init_kwargs)}
+        if code_version is not None:
+            options.update(version=code_version, _internal=True)
+        rebound = deployment.options(**options)
+        return _with_env(rebound, env) if deployment.name == "runner" else rebound
+
+    return rebuilt(app)
 
 
 def _with_env(deployment: Any, env: dict[str, str]) -> Any:

@@ -53,13 +53,15 @@ NODE_TOKENS = 1000
 
 def deploy(version: str) -> None:
     """The application, its Runner's version named in the Runner's environment: a new `version` is a
-    new version of the Runner, which Serve replaces."""
+    new version of the Runner, which Serve replaces, and of nothing else (one code version for all, as
+    `serve deploy` gives them). Were the model's engine replaced too, its load (17 s in CI) would come
+    before the old Runner's stop, and a Node (1,000 tokens at most) could end before its cut."""
     from ray import serve
 
     from cluster.serve_app import build_application
 
     env = {"ACS_RUNNER_GRACE_S": str(GRACE_S), "ACS_TEST_DEPLOYED_VERSION": version}
-    serve.run(with_runner_env(build_application("test"), env), name=APP, route_prefix=f"/{APP}")
+    serve.run(with_runner_env(build_application("test"), env, code_version=APP), name=APP, route_prefix=f"/{APP}")
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +107,21 @@ def until(found: Callable[[], Any], what: str, timeout_s: float = 120) -> Any:
             return answer
         assert time.monotonic() < deadline, f"{what}: {failure!r}"
         time.sleep(0.1)
+
+
+def until_status(read_it: Callable[[], dict], status: str, what: str, timeout_s: float = 120) -> dict:
+    """read_it()'s first answer in `status`; a timeout names the status last read (work that ended
+    before its cut reads `completed`)."""
+    seen: list[Any] = [None]
+
+    def found() -> dict | None:
+        answer = read_it()
+        seen[0] = answer.get("status")
+        return answer if seen[0] == status else None
+    try:
+        return until(found, what, timeout_s)
+    except AssertionError as error:
+        raise AssertionError(f"{error} (last read: {seen[0]!r})") from None
 
 
 def alive(pid: int) -> bool:
@@ -161,11 +178,9 @@ def test_a_new_version_drains_the_runner_and_the_cut_work_runs_again_in_the_new_
         until(lambda: job(stack, long_job["id"])["status"] == "queued", "the long Job is queued again", GRACE_S + 60)
         print(f"the long Job was queued again {time.monotonic() - deployed:.1f} s after serve.run")
         # As the user reads them: queued again, and the Node and the Run start from nothing.
-        cut_node = until(lambda: (found := node(stack, loom["id"], long_node["id"]))["status"] == "queued" and found,
-                         "the Node is queued again")
+        cut_node = until_status(lambda: node(stack, loom["id"], long_node["id"]), "queued", "the Node is queued again")
         assert (cut_node["text"], cut_node["error"]) == ("", None), cut_node
-        cut_run = until(lambda: (found := read(app, run["id"]))["status"] == "queued" and found,
-                        "the Run is queued again")
+        cut_run = until_status(lambda: read(app, run["id"]), "queued", "the Run is queued again")
         assert (cut_run["choices"], cut_run["used_tokens"], cut_run["error"]) == ([], 0, None), cut_run
         # Their Holds were released by the old Runner: the cut requests cost nothing.
         cut = [holds(serve_instance, long_job["request_id"]), node_holds(serve_instance, long_node["id"]),
