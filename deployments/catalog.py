@@ -145,8 +145,8 @@ class ModelSpec(_Strict):
     harvest_class: Literal["small", "large"] = "small"
     harvest_time_limit_s: float = Field(default=60 * 60.0, gt=0)
     # The engine of its harvests (harvest/model_host.py): `torch`, PyTorch's forward packed by length on
-    # one device (bench/harvest.py: faster than vLLM's request per prompt); `vllm` for a model that
-    # needs several GPUs.
+    # one device (bench/harvest.py, 2026-12-05 on the 2-core CPU: 1.23 x the forward phase of vLLM's
+    # request per prompt; a GPU not measured yet); `vllm` for a model that needs several GPUs.
     harvest_engine: Literal["torch", "vllm"] = "torch"
     # What one GPU of `gpu_shape` costs an hour (0 on a CPU): the GPU spend's
     # estimate and what a warm window costs (spec: "Keep a model Warm").
