@@ -190,7 +190,11 @@ def test_a_cancel_while_running_pays_the_hold_and_stops_the_run(stack: tuple[str
     import ray
 
     base, key = stack
-    job = submit(stack, {"prompts": [f"Cancel me {i}" for i in range(3000)], "layers": [0], "shard_size": 64})
+    # The most prompts a harvest takes, each of about 25 tokens: the torch engine ran 3,000 prompts of 4
+    # tokens in a few seconds, which a cancel sent just after the start could miss.
+    prompts = [f"Cancel me {i}: the history of the ancient city of Rome begins with a small settlement on the Tiber."
+               for i in range(4096)]
+    job = submit(stack, {"prompts": prompts, "layers": [0], "shard_size": 64})
     wait(stack, job["job_id"], lambda j: j["started_at"] is not None, long_poll_s=0)
     r = httpx.delete(f"{base}/harvest/{job['job_id']}", headers=auth(key), timeout=30)
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
