@@ -151,8 +151,9 @@ def window_tokens(seed: int, window: int, lengths: np.ndarray, vocab_size: int) 
     return np.split(ids, np.cumsum(lengths)[:-1])
 
 
-def calls_of_window(lengths: np.ndarray, token_budget: int, per_call: int) -> Iterator[list[Batch]]:
-    batches = pack(lengths.tolist(), token_budget)
+def calls_of_window(lengths: np.ndarray, token_budget: int, per_call: int, share_rows: bool) -> Iterator[list[Batch]]:
+    """The window's batches as the engine packs them (it packs each call again, alike), per_call a call."""
+    batches = pack(lengths.tolist(), token_budget, share_rows)
     for start in range(0, len(batches), per_call):
         yield batches[start:start + per_call]
 
@@ -211,7 +212,8 @@ def run_prompts(engine: TorchForward, sink: ShardSink, args: argparse.Namespace,
     for window, first in enumerate(range(0, args.prompts, args.window)):
         window_lengths = lengths[first:first + args.window]
         tokens = window_tokens(args.seed, window, window_lengths, vocab)
-        for batches in calls_of_window(window_lengths, engine.token_budget, args.batches_per_call):
+        for batches in calls_of_window(window_lengths, engine.token_budget, args.batches_per_call,
+                                       engine.share_rows):
             if totals.calls and time.perf_counter() - started > args.seconds_limit:
                 totals.stopped_early = True
                 break
@@ -225,7 +227,7 @@ def run_prompts(engine: TorchForward, sink: ShardSink, args: argparse.Namespace,
             totals.lengths.extend(len(tokens[m]) for m in members)
             for batch in batches:
                 totals.padded_tokens += batch.padded_tokens
-                padded = np.full(len(batch.members), batch.lengths[0])
+                padded = np.full(len(batch.rows), batch.lengths[0])
                 totals.padded_flops += flops.work(padded, layers[-1])
             progress = progress_line(totals, started, progress, sink)
         if totals.stopped_early:

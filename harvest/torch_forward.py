@@ -74,10 +74,6 @@ class Batch:
     lengths: list[int]
     rows: list[list[int]] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        if not self.rows:
-            self.rows = [[k] for k in range(len(self.members))]
-
     @property
     def padded_tokens(self) -> int:
         return len(self.rows) * self.lengths[0]
